@@ -1,0 +1,26 @@
+#include "base/log.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace tdctl::log {
+
+namespace {
+bool initial_debug()
+{
+    const char* v = std::getenv("TDCTL_DEBUG");
+    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+bool g_debug = initial_debug();
+}  // namespace
+
+bool debug_enabled() { return g_debug; }
+void set_debug(bool on) { g_debug = on; }
+
+void write_line(const std::string& line)
+{
+    std::fprintf(stderr, "tdctl: debug: %s\n", line.c_str());
+}
+
+}  // namespace tdctl::log

@@ -1,0 +1,70 @@
+// The help text of every command (`help`, `help CMD`).
+#include <map>
+#include <string>
+
+#include "cmd/runner.hpp"
+
+namespace tdctl::cmd {
+
+namespace {
+
+const std::map<std::string, std::string>& texts()
+{
+    static const std::map<std::string, std::string> t = {
+        {"threads", "threads\n"
+                    "  List every thread: TID, name, thread handle, state, whether it reports events\n"
+                    "  (traceme), its own event mask, and its start routine. Without a thread library\n"
+                    "  the LWPs come from /proc/PID/task."},
+        {"event", "event addr EVENTS          the reporting address of each event (td_ta_event_addr)\n"
+                  "event set EVENTS [TID]     add to the global mask, or to thread TID's mask\n"
+                  "event clear EVENTS [TID]   remove from the global mask, or from thread TID's mask\n"
+                  "event enable on|off [TID|all]\n"
+                  "                           event reporting for one thread or every thread (default all)\n"
+                  "event getmsg [TID]         consume one buffered message (any thread, or TID's)\n"
+                  "  EVENTS: names such as create or TD_CREATE, case-insensitive, comma-separated, or all.\n"
+                  "  A thread reports an event only when its reporting is enabled and the event is in\n"
+                  "  its own mask or the global mask; each thread buffers at most one message."},
+        {"stop", "stop EVENTS [--for SECONDS]\n"
+                 "  Plant breakpoints at the events' reporting addresses and run until one is hit.\n"
+                 "  The whole target is then held: `event getmsg` drains by hand, `continue` resumes\n"
+                 "  (and removes these breakpoints). Threads must have the events in a mask and\n"
+                 "  reporting enabled (`event set`, `event enable on all`)."},
+        {"watch", "watch [EVENTS] [--count N] [--for SECONDS]\n"
+                  "  Arm the events (default: every event the thread library reports), enable\n"
+                  "  reporting on every thread and each new one, and print each message as it is\n"
+                  "  drained. Ends after N messages, after the duration, on Ctrl-C, or when the\n"
+                  "  target exits; then everything it armed is put back."},
+        {"sleep", "sleep SECONDS\n  Let the target run for a while (e.g. 2, 1.5, 500ms), servicing it."},
+        {"continue", "continue\n  Resume a target held by `interrupt`, by a `stop` hit, or at the launch entry point."},
+        {"interrupt", "interrupt\n  Stop every thread of the target and hold it."},
+        {"detach", "detach\n  Put back every byte, mask and flag tdctl changed and let the target go."},
+        {"kill", "kill\n  Kill the target (SIGKILL)."},
+        {"quit", "quit\n  Leave tdctl. An attached target is detached; a launched one is detached and\n"
+                 "  waited for."},
+        {"help", "help [COMMAND]\n  This text, or one command's."},
+    };
+    return t;
+}
+
+}  // namespace
+
+std::string help_text(const std::string& command)
+{
+    if (command.empty()) {
+        return "Commands:\n"
+               "  threads                          list threads\n"
+               "  event addr|set|clear|enable|getmsg ...\n"
+               "                                   the td_* event calls by hand (help event)\n"
+               "  stop EVENTS [--for S]            run until a thread reports one of EVENTS, then hold\n"
+               "  watch [EVENTS] [--count N] [--for S]\n"
+               "                                   print every event as it happens\n"
+               "  sleep SECONDS                    let the target run\n"
+               "  continue | interrupt             resume / hold the target\n"
+               "  detach | kill | quit             end the session\n"
+               "  help [COMMAND]                   more about one command";
+    }
+    auto it = texts().find(command);
+    return it == texts().end() ? std::string() : it->second;
+}
+
+}  // namespace tdctl::cmd

@@ -1,0 +1,292 @@
+// tdctl: a thread debugger controller. Attaches to a process (-p PID) or
+// launches one (-- PROG ARGS), then runs commands from -e/-x, stdin or an
+// interactive prompt.
+//
+// Exit status: a launched target's own status (128+N when killed by signal
+// N); 0 after a clean attach session; 2 when the attach or launch fails or a
+// batch command fails (after a clean detach); 64 for a usage error; 128+N
+// when tdctl itself was ended by signal N.
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <poll.h>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "base/clock.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "cmd/output.hpp"
+#include "cmd/repl.hpp"
+#include "cmd/runner.hpp"
+#include "cmd/signal_source.hpp"
+#include "core/session.hpp"
+#include "events/event_names.hpp"
+#include "ptrace/procfs.hpp"
+
+namespace {
+
+using namespace tdctl;
+using tdctl::events::json_record;
+
+constexpr int exit_usage = 64;
+constexpr int exit_failed = 2;
+
+struct script_line {
+    std::string text;
+    std::string where;
+};
+
+// -e and -x run in the order given, so they are collected from argv directly
+// (the option parser has already validated them).
+std::optional<std::vector<script_line>> ordered_scripts(int argc, char** argv, std::string& error)
+{
+    std::vector<script_line> lines;
+    int eval_no = 0;
+    auto add_file = [&](const std::string& path) {
+        std::ifstream in(path);
+        if (!in) {
+            error = fmt::format("cannot read command file {}: {}", path, std::strerror(errno));
+            return false;
+        }
+        std::string line;
+        int n = 0;
+        while (std::getline(in, line))
+            lines.push_back({line, fmt::format("{}:{}", path, ++n)});
+        return true;
+    };
+    for (int i = 1; i < argc; ++i) {
+        std::string_view a = argv[i];
+        if (a == "--" || !a.starts_with("-"))
+            break;  // the program to launch starts here
+        std::optional<std::string> eval, file;
+        if ((a == "-e" || a == "--eval") && i + 1 < argc)
+            eval = argv[++i];
+        else if (a.starts_with("--eval="))
+            eval = std::string(a.substr(7));
+        else if (a.starts_with("-e") && a.size() > 2 && !a.starts_with("--"))
+            eval = std::string(a.substr(2));
+        else if ((a == "-x" || a == "--command") && i + 1 < argc)
+            file = argv[++i];
+        else if (a.starts_with("--command="))
+            file = std::string(a.substr(10));
+        else if (a.starts_with("-x") && a.size() > 2)
+            file = std::string(a.substr(2));
+        else if (a == "-p" || a == "--pid" || a == "-o" || a == "--output")
+            ++i;
+        if (eval)
+            lines.push_back({*eval, fmt::format("-e {}", ++eval_no)});
+        if (file && !add_file(*file))
+            return std::nullopt;
+    }
+    return lines;
+}
+
+int status_to_exit_code(int raw)
+{
+    if (WIFSIGNALED(raw))
+        return 128 + WTERMSIG(raw);
+    return WEXITSTATUS(raw);
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    seconds_since_start();
+
+    CLI::App app{"tdctl — thread debugger controller: attach to a process (or launch one), report its thread\n"
+                 "events (TD_CREATE, TD_DEATH, ...) through the thread library's reporting addresses, and\n"
+                 "inspect and drive its event masks and buffers.",
+                 "tdctl"};
+    app.set_version_flag("--version", "tdctl 0.1.0");
+    app.prefix_command();
+    pid_t pid = 0;
+    bool json = false, batch = false, interactive = false, debug = false;
+    std::string output_path;
+    std::vector<std::string> evals, command_files;
+    app.add_option("-p,--pid", pid, "attach to the running process PID")->check(CLI::PositiveNumber);
+    app.add_flag("--json", json, "one JSON object per line");
+    app.add_flag("--batch", batch, "never start the interactive prompt");
+    app.add_flag("-i,--interactive", interactive, "start the prompt after -e/-x commands, also in launch mode");
+    app.add_option("-o,--output", output_path, "write records to FILE instead of stdout");
+    app.add_option("-e,--eval", evals, "run CMD (repeatable; with -x, in the order given)");
+    app.add_option("-x,--command", command_files, "run the commands in FILE (repeatable)");
+    app.add_flag("--debug", debug, "log every ptrace request and stop to stderr");
+    app.footer("Usage: tdctl [options] -p PID    attach to a running process\n"
+               "       tdctl [options] -- PROG [ARGS...]   launch PROG under tdctl\n"
+               "With no commands, a launched program is watched until it exits; an attached one gets an\n"
+               "interactive prompt on a terminal (`help` lists the commands), or reads commands from stdin.\n"
+               "Exit status: a launched program's own status; 2 when tdctl or a batch command fails;\n"
+               "64 for a usage error.");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "tdctl: %s\nRun tdctl --help for usage.\n", e.what());
+        return exit_usage;
+    }
+    if (debug)
+        log::set_debug(true);
+    std::vector<std::string> program = app.remaining();
+    if (!program.empty() && program.front() == "--")
+        program.erase(program.begin());
+    if ((pid != 0) == !program.empty()) {
+        std::fprintf(stderr, "tdctl: %s\nRun tdctl --help for usage.\n",
+                     pid != 0 ? "give either -p PID or a program to launch, not both"
+                              : "nothing to do: give -p PID to attach, or -- PROG [ARGS] to launch");
+        return exit_usage;
+    }
+    std::string script_error;
+    auto scripts = ordered_scripts(argc, argv, script_error);
+    if (!scripts) {
+        std::fprintf(stderr, "tdctl: %s\n", script_error.c_str());
+        return exit_usage;
+    }
+
+    std::FILE* out_file = stdout;
+    if (!output_path.empty()) {
+        out_file = std::fopen(output_path.c_str(), "w");
+        if (out_file == nullptr) {
+            std::fprintf(stderr, "tdctl: cannot write %s: %s\n", output_path.c_str(), std::strerror(errno));
+            return exit_usage;
+        }
+    }
+
+    try {
+        cmd::signal_source signals;
+        cmd::output out(out_file, json);
+        std::unique_ptr<core::session> session;
+        try {
+            if (pid != 0) {
+                session = core::session::attach(pid);
+            } else {
+                ptrace::launch_options opts;
+                opts.argv = program;
+                session = core::session::launch(opts);
+            }
+        } catch (const error& e) {
+            out.error(e.domain() == error_domain::os ? "attach" : "target", e.what());
+            return exit_failed;
+        }
+
+        {
+            json_record rec;
+            rec["type"] = pid != 0 ? "attached" : "launched";
+            rec["pid"] = session->pid();
+            rec["name"] = procfs::process_name(session->pid());
+            rec["threads"] = session->lwps().size();
+            auto* agent = session->agent();
+            rec["backend"] = agent ? agent->backend() : std::string("none");
+            std::string lib;
+            if (agent) {
+                rec["version"] = agent->layout().version;
+                std::string evs;
+                for (td_event_e e : agent->supported_events())
+                    evs += (evs.empty() ? "" : ", ") + events::event_short_name(e);
+                lib = fmt::format("thread library {} {} (events: {})", agent->backend(), agent->layout().version, evs);
+            } else {
+                rec["reason"] = session->no_agent_reason();
+                lib = "no thread library: " + session->no_agent_reason();
+            }
+            rec["time"] = events::json_seconds(seconds_since_start());
+            out.record(rec, fmt::format("{} process {} ({}), {} threads; {}", pid != 0 ? "attached to" : "launched",
+                                        session->pid(), events::printable_name(procfs::process_name(session->pid())),
+                                        session->lwps().size(), lib));
+        }
+
+        cmd::runner run(*session, out, signals);
+        const bool launched = pid == 0;
+        const bool stdin_tty = ::isatty(STDIN_FILENO) != 0;
+        const bool want_repl = !batch && stdin_tty && (!launched || interactive);
+        bool failed = false;
+
+        auto run_lines = [&](const std::vector<script_line>& lines) {
+            for (const auto& l : lines) {
+                if (!run.has_target() && run.target_exit_status())
+                    break;  // the target is gone; later commands have nothing to act on
+                auto st = run.execute(l.text, l.where);
+                if (st == cmd::command_status::quit)
+                    return false;
+                if (st == cmd::command_status::failed && !want_repl) {
+                    failed = true;
+                    return false;
+                }
+                if (run.must_exit() || (run.last_signal() == SIGINT && !want_repl))
+                    return false;
+            }
+            return true;
+        };
+
+        bool go_on = true;
+        if (!scripts->empty())
+            go_on = run_lines(*scripts);
+        if (go_on && !failed && !run.must_exit()) {
+            if (want_repl && run.has_target()) {
+                cmd::run_repl(run, *session, out, signals);
+            } else if (scripts->empty() && launched) {
+                run.watch_until_exit();
+            } else if (scripts->empty() && !stdin_tty && !batch) {
+                std::vector<script_line> lines;
+                std::string line;
+                int n = 0;
+                char buf[4096];
+                while (std::fgets(buf, sizeof buf, stdin) != nullptr) {
+                    line = buf;
+                    if (!line.empty() && line.back() == '\n')
+                        line.pop_back();
+                    lines.push_back({line, fmt::format("stdin:{}", ++n)});
+                }
+                run_lines(lines);
+            }
+        }
+
+        // End of the session: put the target back as it was.
+        int end_signal = run.must_exit() || run.last_signal() == SIGINT ? run.last_signal() : 0;
+        if (run.has_target()) {
+            session->detach();
+            json_record rec;
+            rec["type"] = "detached";
+            rec["pid"] = session->pid();
+            out.record(rec, fmt::format("detached from process {}", session->pid()));
+        }
+        if (launched && !run.target_exit_status() && end_signal == 0 && !session->process().exit_status()) {
+            // A launched program runs to completion, as it would alone.
+            for (;;) {
+                if (auto st = session->process().wait_launched_exit(100)) {
+                    run.print_exit(*st);
+                    if (failed)
+                        return exit_failed;
+                    return status_to_exit_code(*st);
+                }
+                if (int sig = signals.take(); sig != 0)
+                    return 128 + sig;
+            }
+        }
+        if (end_signal != 0)
+            return 128 + end_signal;
+        if (failed)
+            return exit_failed;
+        if (launched) {
+            if (auto st = run.target_exit_status())
+                return status_to_exit_code(*st);
+            if (auto st = session->process().exit_status())
+                return status_to_exit_code(*st);
+        }
+        return 0;
+    } catch (const error& e) {
+        std::fprintf(stderr, "tdctl: %s\n", e.what());
+        return exit_failed;
+    }
+}

@@ -1,0 +1,79 @@
+#include "cmd/output.hpp"
+
+namespace tdctl::cmd {
+
+output::output(std::FILE* out, bool json)
+    : out_(out), json_(json), sink_(json ? events::make_jsonl_sink(out) : events::make_text_sink(out))
+{
+}
+
+void output::set_prompt_hooks(void (*before)(), void (*after)())
+{
+    before_ = before;
+    after_ = after;
+}
+
+void output::event(const events::event_message& msg)
+{
+    if (before_)
+        before_();
+    sink_->write(msg);
+    if (after_)
+        after_();
+}
+
+void output::write_text(const std::string& text)
+{
+    if (before_)
+        before_();
+    std::fputs(text.c_str(), out_);
+    std::fputc('\n', out_);
+    std::fflush(out_);
+    if (after_)
+        after_();
+}
+
+void output::record(const events::json_record& rec, const std::string& text)
+{
+    if (json_) {
+        if (before_)
+            before_();
+        events::write_json_line(out_, rec);
+        if (after_)
+            after_();
+    } else if (!text.empty()) {
+        write_text(text);
+    }
+}
+
+void output::error(const std::string& code, const std::string& message)
+{
+    if (before_)
+        before_();
+    std::fprintf(stderr, "tdctl: %s\n", message.c_str());
+    std::fflush(stderr);
+    if (json_) {
+        events::json_record rec;
+        rec["type"] = "error";
+        rec["error"] = code;
+        rec["message"] = message;
+        events::write_json_line(out_, rec);
+    }
+    if (after_)
+        after_();
+}
+
+void output::note(const std::string& text)
+{
+    if (json_) {
+        if (before_)
+            before_();
+        std::fprintf(stderr, "tdctl: %s\n", text.c_str());
+        if (after_)
+            after_();
+    } else {
+        write_text(text);
+    }
+}
+
+}  // namespace tdctl::cmd

@@ -1,0 +1,51 @@
+// Everything tdctl prints: human text, or one JSON object per line (--json),
+// to stdout or the -o file. Errors also go to stderr as one human line.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "events/event_message.hpp"
+#include "events/event_sink.hpp"
+#include "events/json_format.hpp"
+
+namespace tdctl::cmd {
+
+class output {
+public:
+    /// `out` is stdout or the -o file (not owned when it is stdout).
+    output(std::FILE* out, bool json);
+
+    bool is_json() const { return json_; }
+    std::FILE* stream() const { return out_; }
+
+    /// An event message (the events/ sinks' format).
+    void event(const events::event_message& msg);
+
+    /// A record in JSON mode; `text` in text mode (a newline is added). Either
+    /// may be empty to print nothing in that mode.
+    void record(const events::json_record& rec, const std::string& text);
+
+    /// An error: stderr gets "tdctl: <message>"; in JSON mode the output also
+    /// gets {"type":"error","error":code,"message":...}. `code` is a td_err_e
+    /// name, an errno name, or a word such as "usage".
+    void error(const std::string& code, const std::string& message);
+
+    /// A note for people (stderr in JSON mode, the output in text mode).
+    void note(const std::string& text);
+
+    /// A line from the REPL's prompt handling may be on the screen: printing
+    /// clears it first and asks for a redraw afterwards.
+    void set_prompt_hooks(void (*before)(), void (*after)());
+
+private:
+    void write_text(const std::string& text);
+    std::FILE* out_;
+    bool json_;
+    std::unique_ptr<events::event_sink> sink_;
+    void (*before_)() = nullptr;
+    void (*after_)() = nullptr;
+};
+
+}  // namespace tdctl::cmd

@@ -1,0 +1,100 @@
+// Executes tdctl's commands against a session: the same words in the REPL,
+// in -e/-x scripts and on stdin. Commands that let the target run (watch,
+// stop, sleep) service every stop in one poll() loop with the signalfd, so
+// Ctrl-C ends them cleanly.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cmd/output.hpp"
+#include "cmd/signal_source.hpp"
+#include "core/session.hpp"
+
+namespace tdctl::cmd {
+
+enum class command_status {
+    ok,
+    failed,   ///< the command did not do what was asked (batch: exit 2)
+    quit,     ///< `quit`, or end of input
+};
+
+/// Why run_until() returned.
+enum class run_end { done, timeout, signal, exited, detached };
+
+class runner {
+public:
+    runner(core::session& session, output& out, signal_source& signals);
+
+    /// Executes one line; `where` names it in error messages ("-e 2",
+    /// "script.tdctl:4", "stdin:3"). Blank lines and comments are ok.
+    command_status execute(const std::string& line, const std::string& where);
+
+    /// The default of a launch with no commands: `watch` until the target exits.
+    command_status watch_until_exit();
+
+    /// Services target stops without blocking (the REPL's idle loop),
+    /// printing what a user should see.
+    void poll_target();
+
+    /// The signal (SIGINT/SIGTERM/SIGHUP) that ended the last command, or 0.
+    int last_signal() const { return last_signal_; }
+    /// A SIGTERM or SIGHUP arrived: the caller should detach and exit.
+    bool must_exit() const { return must_exit_; }
+
+    /// Raw wait status once the target has exited.
+    std::optional<int> target_exit_status() const { return exit_status_; }
+    bool has_target() const;
+
+    /// Prints the exit record for a raw wait status.
+    void print_exit(int raw_status);
+
+    /// Called with the line being executed, for the REPL's prompt handling.
+    std::function<void(bool)> on_command_running;
+
+private:
+    using words = std::vector<std::string>;
+    command_status dispatch(const words& w, const std::string& where);
+    command_status cmd_threads(const words& w, const std::string& where);
+    command_status cmd_event(const words& w, const std::string& where);
+    command_status cmd_event_addr(const words& w, const std::string& where);
+    command_status cmd_event_mask(const words& w, const std::string& where, bool set);
+    command_status cmd_event_enable(const words& w, const std::string& where);
+    command_status cmd_event_getmsg(const words& w, const std::string& where);
+    command_status cmd_stop(const words& w, const std::string& where);
+    command_status cmd_watch(const words& w, const std::string& where);
+    command_status cmd_sleep(const words& w, const std::string& where);
+    command_status cmd_continue(const words& w, const std::string& where);
+    command_status cmd_interrupt(const words& w, const std::string& where);
+    command_status cmd_detach(const words& w, const std::string& where);
+    command_status cmd_kill(const words& w, const std::string& where);
+    command_status cmd_help(const words& w, const std::string& where);
+
+    /// Runs the target until `done` says so, `seconds` pass, a signal
+    /// arrives or the target exits. Every session event goes to `on_event`.
+    run_end run_until(std::optional<double> seconds, const std::function<bool(const core::session_event&)>& on_event);
+    /// Default handling of a session event outside a command that expects it.
+    void show(const core::session_event& ev);
+
+    command_status usage_error(const std::string& where, const std::string& message);
+    command_status td_error(td_err_e err, const std::string& what);
+    bool require_target(const std::string& where);
+    bool require_agent(const std::string& where);
+    std::optional<std::vector<td_event_e>> parse_events(const std::string& text, const std::string& where);
+    std::optional<core::thread_handle> handle_for(const std::string& tid_text, const std::string& where);
+
+    core::session& session_;
+    output& out_;
+    signal_source& signals_;
+    int last_signal_ = 0;
+    bool must_exit_ = false;
+    std::optional<int> exit_status_;
+    bool detached_ = false;
+};
+
+/// Help text: the command list, or one command's usage.
+std::string help_text(const std::string& command);
+
+}  // namespace tdctl::cmd

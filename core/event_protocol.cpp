@@ -1,0 +1,264 @@
+#include "core/event_protocol.hpp"
+
+#include <array>
+#include <cstring>
+#include <unordered_set>
+
+
+namespace tdctl::core {
+
+namespace {
+
+bool read_mask(target_memory& mem, target_addr addr, td_thr_events_t& out)
+{
+    std::memset(&out, 0, sizeof out);
+    return mem.read(addr, std::as_writable_bytes(std::span(out.event_bits))) == sizeof out.event_bits;
+}
+
+}  // namespace
+
+td_result<td_thr_events_t> event_protocol::read_global_mask()
+{
+    if (layout_.global_mask.is_null())
+        return td_fail(TD_DBERR);
+    td_thr_events_t mask;
+    if (!read_mask(target_.memory(), layout_.global_mask, mask))
+        return td_fail(TD_DBERR);
+    return mask;
+}
+
+td_status event_protocol::write_global_mask(const td_thr_events_t& mask)
+{
+    if (layout_.global_mask.is_null())
+        return td_fail(TD_DBERR);
+    if (!target_.memory().write(layout_.global_mask, std::as_bytes(std::span(mask.event_bits))))
+        return td_fail(TD_DBERR);
+    return {};
+}
+
+td_result<bool> event_protocol::read_report_events(target_addr handle)
+{
+    auto v = read_uint(target_.memory(), handle + layout_.report_events.offset, layout_.report_events.element_bytes());
+    if (!v)
+        return td_fail(TD_DBERR);
+    return *v != 0;
+}
+
+td_status event_protocol::write_report_events(target_addr handle, bool on)
+{
+    if (!write_uint(target_.memory(), handle + layout_.report_events.offset, layout_.report_events.element_bytes(),
+                    on ? 1 : 0))
+        return td_fail(TD_DBERR);
+    return {};
+}
+
+td_result<bool> event_protocol::read_initial_report_events()
+{
+    if (!layout_.initial_report_events)
+        return td_fail(TD_NOCAPAB);
+    std::uint8_t v = 0;
+    if (!target_.memory().read_value(*layout_.initial_report_events, v))
+        return td_fail(TD_DBERR);
+    return v != 0;
+}
+
+td_status event_protocol::write_initial_report_events(bool on)
+{
+    if (!layout_.initial_report_events)
+        return td_fail(TD_NOCAPAB);
+    std::uint8_t v = on ? 1 : 0;
+    if (!target_.memory().write_value(*layout_.initial_report_events, v))
+        return td_fail(TD_DBERR);
+    return {};
+}
+
+td_result<td_thr_events_t> event_protocol::read_thread_mask(target_addr handle)
+{
+    td_thr_events_t mask;
+    if (!read_mask(target_.memory(), handle + layout_.eventmask.offset, mask))
+        return td_fail(TD_DBERR);
+    return mask;
+}
+
+td_status event_protocol::write_thread_mask(target_addr handle, const td_thr_events_t& mask)
+{
+    if (!target_.memory().write(handle + layout_.eventmask.offset, std::as_bytes(std::span(mask.event_bits))))
+        return td_fail(TD_DBERR);
+    return {};
+}
+
+td_result<event_buffer> event_protocol::read_buffer(target_addr handle)
+{
+    std::uint32_t num_bytes = layout_.eventnum.element_bytes();
+    std::uint32_t data_bytes = layout_.eventdata.element_bytes();
+    std::uint32_t next_bytes = layout_.nextevent.element_bytes();
+    if (num_bytes == 0 || num_bytes > 8 || data_bytes == 0 || data_bytes > 8 || next_bytes == 0 || next_bytes > 8)
+        return td_fail(TD_DBERR);
+    std::array<std::byte, 8> num{}, data{}, next{};
+    std::array<std::pair<target_addr, std::span<std::byte>>, 3> ranges{{
+        {handle + layout_.eventnum.offset, std::span(num.data(), num_bytes)},
+        {handle + layout_.eventdata.offset, std::span(data.data(), data_bytes)},
+        {handle + layout_.nextevent.offset, std::span(next.data(), next_bytes)},
+    }};
+    std::size_t want = num_bytes + data_bytes + next_bytes;
+    // One process_vm_readv for the three fields.
+    if (target_.memory().read_many(ranges) != want)
+        return td_fail(TD_DBERR);
+    event_buffer b;
+    std::uint64_t v = 0;
+    std::memcpy(&v, num.data(), 8);
+    b.eventnum = static_cast<td_event_e>(static_cast<std::uint32_t>(v));
+    std::memcpy(&b.eventdata, data.data(), 8);
+    std::memcpy(&v, next.data(), 8);
+    b.nextevent = target_addr{v};
+    return b;
+}
+
+td_status event_protocol::clear_buffer(target_addr handle)
+{
+    auto& mem = target_.memory();
+    if (!write_uint(mem, handle + layout_.eventnum.offset, layout_.eventnum.element_bytes(), 0) ||
+        !write_uint(mem, handle + layout_.eventdata.offset, layout_.eventdata.element_bytes(), 0))
+        return td_fail(TD_DBERR);
+    return {};
+}
+
+td_status event_protocol::unlink(target_addr handle)
+{
+    auto& mem = target_.memory();
+    const std::uint32_t ptr_bytes = layout_.nextevent.element_bytes();
+    auto next_of = [&](target_addr rec) { return read_uint(mem, rec + layout_.nextevent.offset, ptr_bytes); };
+
+    auto head = read_uint(mem, layout_.last_event, ptr_bytes);
+    if (!head)
+        return td_fail(TD_DBERR);
+    auto own_next = next_of(handle);
+    if (!own_next)
+        return td_fail(TD_DBERR);
+
+    // `link` is where the pointer to the current record lives: the head
+    // variable, then each record's nextevent field. The record may sit on the
+    // list more than once: glibc's own reporting re-pushes the list's last
+    // record when it reports again, which closes a cycle through it. Splice
+    // out every occurrence and cut any cycle where it closes.
+    target_addr link = layout_.last_event;
+    target_addr cur{*head};
+    std::unordered_set<std::uint64_t> seen;
+    while (!cur.is_null()) {
+        if (cur == handle) {
+            auto succ = next_of(cur);
+            if (!succ)
+                return td_fail(TD_DBERR);
+            if (*succ == handle.value || seen.contains(*succ))
+                *succ = 0;
+            if (!write_uint(mem, link, ptr_bytes, *succ))
+                return td_fail(TD_DBERR);
+            cur = target_addr{*succ};
+            continue;
+        }
+        if (seen.contains(cur.value)) {
+            write_uint(mem, link, ptr_bytes, 0);
+            break;
+        }
+        seen.insert(cur.value);
+        if (seen.size() > max_list_length)
+            return td_fail(TD_DBERR);
+        auto next = next_of(cur);
+        if (!next)
+            return td_fail(TD_DBERR);
+        link = cur + layout_.nextevent.offset;
+        cur = target_addr{*next};
+    }
+    if (*own_next != 0 && !write_uint(mem, handle + layout_.nextevent.offset, ptr_bytes, 0))
+        return td_fail(TD_DBERR);
+    return {};
+}
+
+td_result<std::vector<target_addr>> event_protocol::message_list()
+{
+    auto& mem = target_.memory();
+    const std::uint32_t ptr_bytes = layout_.nextevent.element_bytes();
+    auto head = read_uint(mem, layout_.last_event, ptr_bytes);
+    if (!head)
+        return td_fail(TD_DBERR);
+    std::vector<target_addr> out;
+    std::unordered_set<std::uint64_t> seen;
+    target_addr cur{*head};
+    while (!cur.is_null()) {
+        if (!seen.insert(cur.value).second)
+            break;  // cycle: every record has been listed once
+        if (out.size() >= max_list_length)
+            return td_fail(TD_DBERR);
+        out.push_back(cur);
+        auto next = read_uint(mem, cur + layout_.nextevent.offset, ptr_bytes);
+        if (!next)
+            return td_fail(TD_DBERR);
+        cur = target_addr{*next};
+    }
+    return out;
+}
+
+td_result<std::vector<target_addr>> event_protocol::thread_records()
+{
+    auto& mem = target_.memory();
+    const std::uint32_t ptr_bytes = layout_.list_next.element_bytes() ? layout_.list_next.element_bytes() : 8;
+    std::vector<target_addr> out;
+    for (target_addr head : layout_.thread_list_heads) {
+        auto first = read_uint(mem, head + layout_.list_next.offset, ptr_bytes);
+        if (!first)
+            return td_fail(TD_DBERR);
+        target_addr cur{*first};
+        std::size_t steps = 0;
+        // An uninitialised list (before the library set it up) reads as null.
+        while (!cur.is_null() && cur != head) {
+            if (++steps > max_list_length)
+                return td_fail(TD_DBERR);
+            out.push_back(cur - layout_.list_link.offset);
+            auto next = read_uint(mem, cur + layout_.list_next.offset, ptr_bytes);
+            if (!next)
+                return td_fail(TD_DBERR);
+            cur = target_addr{*next};
+        }
+    }
+    return out;
+}
+
+td_result<pid_t> event_protocol::read_tid(target_addr handle)
+{
+    auto v = read_uint(target_.memory(), handle + layout_.tid.offset, layout_.tid.element_bytes());
+    if (!v)
+        return td_fail(TD_DBERR);
+    return static_cast<pid_t>(static_cast<std::int32_t>(*v));
+}
+
+td_result<target_addr> event_protocol::read_start_routine(target_addr handle)
+{
+    if (!layout_.start_routine.is_valid())
+        return target_addr{};
+    auto v = read_uint(target_.memory(), handle + layout_.start_routine.offset, layout_.start_routine.element_bytes());
+    if (!v)
+        return td_fail(TD_DBERR);
+    return target_addr{*v};
+}
+
+td_result<std::uint32_t> event_protocol::read_cancelhandling(target_addr handle)
+{
+    if (!layout_.cancelhandling.is_valid())
+        return 0u;
+    auto v = read_uint(target_.memory(), handle + layout_.cancelhandling.offset, layout_.cancelhandling.element_bytes());
+    if (!v)
+        return td_fail(TD_DBERR);
+    return static_cast<std::uint32_t>(*v);
+}
+
+td_result<int> event_protocol::read_nthreads()
+{
+    if (layout_.nthreads.is_null())
+        return td_fail(TD_NOCAPAB);
+    std::int32_t v = 0;
+    if (!target_.memory().read_value(layout_.nthreads, v))
+        return td_fail(TD_DBERR);
+    return v;
+}
+
+}  // namespace tdctl::core

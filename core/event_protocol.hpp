@@ -1,0 +1,117 @@
+// The one reader of the thread-event protocol that both backends publish in
+// target memory (glibc's nptl, and tdagent in the same shape): a global event
+// mask, per-thread records with an enable flag, an event buffer and a
+// `nextevent` link, a LIFO list of threads with buffered messages, and lists
+// of live threads. Every access is bounded: lists have length and cycle limits.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <thread_db.h>
+
+#include "base/types.hpp"
+#include "core/db_descriptor.hpp"
+#include "core/target_access.hpp"
+#include "core/td_result.hpp"
+
+namespace tdctl::core {
+
+/// Most records walked in one list before it is declared corrupt (TD_DBERR).
+inline constexpr std::size_t max_list_length = 1 << 17;
+
+/// An event reporting address, as td_ta_event_addr returns it (NOTIFY_BPT).
+struct reporting_address {
+    target_addr address;
+    std::uint64_t function_size = 0;   ///< st_size of the reporting function, bytes
+    std::string symbol;                ///< e.g. "__nptl_create_event"
+};
+
+/// Where one thread library keeps the protocol. Record fields are offsets from
+/// a thread handle (the record's address); variables are target addresses.
+struct protocol_layout {
+    std::string backend;               ///< "nptl" or "tdagent"
+    std::string module;                ///< module that publishes it ("libc.so.6")
+    std::string version;               ///< the library's version string, if published
+
+    db_field report_events;            ///< bool: event reporting enabled (ti_traceme)
+    db_field eventmask;                ///< td_thr_events_t words of the thread's mask
+    db_field eventnum;                 ///< td_event_e of the buffered message (TD_EVENT_NONE: empty)
+    db_field eventdata;                ///< void *: the message's data
+    db_field nextevent;                ///< record *: link of the buffered-message list
+    db_field tid;                      ///< pid_t: the LWP (0 once the thread has exited)
+    db_field start_routine;            ///< void *(*)(void *): ti_startfunc
+    db_field cancelhandling;           ///< int: exiting/terminated bits (nptl only; may be invalid)
+    db_field list_link;                ///< list_t member linking live threads
+    db_field list_next;                ///< list_t.next
+    std::uint32_t eventmask_words = TD_EVENTSIZE;
+
+    target_addr global_mask;           ///< td_thr_events_t: the global event mask
+    target_addr last_event;            ///< record *: head of the buffered-message list
+    target_addr nthreads;              ///< int: the library's live-thread counter (null if none)
+    std::optional<target_addr> initial_report_events;  ///< bool: enable flag before the library initialises
+    std::vector<target_addr> thread_list_heads;        ///< list_t heads of live-thread lists
+
+    std::map<td_event_e, reporting_address> event_addresses;
+};
+
+/// One event buffer as read from a record.
+struct event_buffer {
+    td_event_e eventnum = TD_EVENT_NONE;
+    std::uint64_t eventdata = 0;
+    target_addr nextevent;
+    bool is_empty() const { return eventnum == TD_EVENT_NONE; }
+};
+
+class event_protocol {
+public:
+    event_protocol(target_access& target, protocol_layout layout) : target_(target), layout_(std::move(layout)) {}
+
+    const protocol_layout& layout() const { return layout_; }
+    target_access& target() { return target_; }
+
+    td_result<td_thr_events_t> read_global_mask();
+    td_status write_global_mask(const td_thr_events_t& mask);
+
+    td_result<bool> read_report_events(target_addr handle);
+    td_status write_report_events(target_addr handle, bool on);
+    /// Before the library initialises there is no record: the flag new
+    /// threads start with (glibc's __nptl_initial_report_events).
+    td_result<bool> read_initial_report_events();
+    td_status write_initial_report_events(bool on);
+
+    td_result<td_thr_events_t> read_thread_mask(target_addr handle);
+    td_status write_thread_mask(target_addr handle, const td_thr_events_t& mask);
+
+    /// eventnum, eventdata and nextevent with one read of the target.
+    td_result<event_buffer> read_buffer(target_addr handle);
+    /// Empties the buffer (eventnum and eventdata), keeping the mask.
+    td_status clear_buffer(target_addr handle);
+
+    /// Removes handle from the buffered-message list wherever it is, and
+    /// clears its link. Not finding it is not an error (the link is cleared
+    /// anyway); a cycle or overlong list is TD_DBERR.
+    td_status unlink(target_addr handle);
+
+    /// Records on the buffered-message list, head first (bounded, cycle-safe).
+    td_result<std::vector<target_addr>> message_list();
+
+    /// Every record on the live-thread lists (bounded, cycle-safe).
+    td_result<std::vector<target_addr>> thread_records();
+
+    td_result<pid_t> read_tid(target_addr handle);
+    td_result<target_addr> read_start_routine(target_addr handle);
+    /// cancelhandling, or 0 when the library does not publish it.
+    td_result<std::uint32_t> read_cancelhandling(target_addr handle);
+
+    /// The library's live-thread counter (SPEC §6 nthreads).
+    td_result<int> read_nthreads();
+
+private:
+    target_access& target_;
+    protocol_layout layout_;
+};
+
+}  // namespace tdctl::core

@@ -1,0 +1,603 @@
+#include "core/session.hpp"
+
+#include <algorithm>
+
+#include "base/clock.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "events/event_names.hpp"
+#include "events/event_set.hpp"
+#include "ptrace/procfs.hpp"
+
+namespace tdctl::core {
+
+using ptrace::stop_kind;
+
+session::session(std::unique_ptr<ptrace::traced_process> process) : process_(std::move(process)) {}
+
+std::unique_ptr<session> session::attach(pid_t pid)
+{
+    std::unique_ptr<session> s(new session(ptrace::traced_process::attach(pid)));
+    s->load_symbols();
+    s->held_ = false;
+    s->process_->release_all();
+    return s;
+}
+
+std::unique_ptr<session> session::launch(const ptrace::launch_options& opts)
+{
+    std::unique_ptr<session> s(new session(ptrace::traced_process::launch(opts)));
+    s->load_symbols();
+    // Launched targets stay held at the entry point until the first command
+    // (watch, continue) runs them; no user code has run yet.
+    s->held_ = true;
+    return s;
+}
+
+session::~session()
+{
+    if (!is_alive())
+        return;
+    try {
+        detach();
+    } catch (const error& e) {
+        std::fprintf(stderr, "tdctl: detach failed: %s\n", e.what());
+    }
+}
+
+void session::load_symbols()
+{
+    modules_ = symbols::module_set::load(pid());
+    agent_.reset();
+    no_agent_reason_.clear();
+    auto agent = thread_agent::create(*this, &no_agent_reason_);
+    if (agent)
+        agent_ = std::move(*agent);
+    log::debug("thread library: {}", agent_ ? agent_->backend() : no_agent_reason_);
+}
+
+// ---------------------------------------------------------------- target_access
+
+std::optional<symbols::symbol> session::lookup_symbol(std::string_view module, std::string_view name)
+{
+    if (module.empty())
+        return modules_.lookup(name);
+    if (const auto* m = modules_.find(module))
+        return m->lookup(name);
+    return std::nullopt;
+}
+
+bool session::has_module(std::string_view module)
+{
+    return modules_.find(module) != nullptr;
+}
+
+std::vector<tid_t> session::lwps()
+{
+    if (is_alive())
+        return process_->tids();
+    return procfs::list_tasks(pid());
+}
+
+std::optional<target_addr> session::thread_pointer(tid_t lwp)
+{
+    const auto* t = process_->find(lwp);
+    if (t == nullptr || t->thread_pointer.is_null())
+        return std::nullopt;
+    return t->thread_pointer;
+}
+
+std::string session::thread_name(tid_t lwp) const
+{
+    return procfs::read_comm(process_->pid(), lwp);
+}
+
+tid_t session::lwp_of(target_addr handle)
+{
+    if (!agent_ || handle.is_null())
+        return tid_t{};
+    auto tid = agent_->protocol().read_tid(handle);
+    return tid ? tid_t{*tid} : tid_t{};
+}
+
+// ---------------------------------------------------------------- journal
+
+void session::journal_global_mask()
+{
+    if (journal_global_ || !agent_)
+        return;
+    if (auto m = agent_->global_mask())
+        journal_global_ = *m;
+}
+
+void session::journal_thread(target_addr handle)
+{
+    if (!agent_)
+        return;
+    if (handle.is_null()) {
+        if (!journal_initial_)
+            if (auto v = agent_->protocol().read_initial_report_events())
+                journal_initial_ = *v;
+        return;
+    }
+    auto& j = journal_threads_[handle];
+    if (!j.report_events)
+        if (auto v = agent_->protocol().read_report_events(handle))
+            j.report_events = *v;
+    if (!j.mask)
+        if (auto v = agent_->protocol().read_thread_mask(handle))
+            j.mask = *v;
+}
+
+void session::restore_journal()
+{
+    if (!agent_)
+        return;
+    auto& p = agent_->protocol();
+    if (journal_global_)
+        (void)p.write_global_mask(*journal_global_);
+    if (journal_initial_)
+        (void)p.write_initial_report_events(*journal_initial_);
+    // Only threads still alive: a dead thread's record may be reused memory.
+    std::set<target_addr> live;
+    if (auto records = p.thread_records())
+        live.insert(records->begin(), records->end());
+    for (const auto& [handle, j] : journal_threads_) {
+        if (!live.contains(handle))
+            continue;
+        if (j.report_events)
+            (void)p.write_report_events(handle, *j.report_events);
+        if (j.mask)
+            (void)p.write_thread_mask(handle, *j.mask);
+    }
+    journal_global_.reset();
+    journal_initial_.reset();
+    journal_threads_.clear();
+}
+
+td_status session::ta_set_event(const td_thr_events_t& events)
+{
+    if (!agent_)
+        return td_fail(TD_NOLIBTHREAD);
+    journal_global_mask();
+    return agent_->set_event(events);
+}
+
+td_status session::ta_clear_event(const td_thr_events_t& events)
+{
+    if (!agent_)
+        return td_fail(TD_NOLIBTHREAD);
+    journal_global_mask();
+    return agent_->clear_event(events);
+}
+
+td_status session::thr_set_event(const thread_handle& th, const td_thr_events_t& events)
+{
+    journal_thread(th.value());
+    return th.set_event(events);
+}
+
+td_status session::thr_clear_event(const thread_handle& th, const td_thr_events_t& events)
+{
+    journal_thread(th.value());
+    return th.clear_event(events);
+}
+
+td_status session::thr_event_enable(const thread_handle& th, bool on)
+{
+    journal_thread(th.value());
+    return th.event_enable(on);
+}
+
+// ---------------------------------------------------------------- arm / stops
+
+const std::vector<td_event_e>& session::armed_events() const
+{
+    static const std::vector<td_event_e> none;
+    return armed_ ? armed_->events : none;
+}
+
+td_status session::plant(const std::vector<td_event_e>& events)
+{
+    if (!agent_)
+        return td_fail(TD_NOLIBTHREAD);
+    for (td_event_e e : events)
+        if (!agent_->reporting_address_of(e))
+            return td_fail(TD_NOEVENT);
+    for (td_event_e e : events) {
+        auto addr = *agent_->reporting_address_of(e);
+        process_->add_breakpoint(addr.address, addr.function_size);
+        site_events_[addr.address] = e;
+    }
+    return {};
+}
+
+void session::remove_sites(const std::vector<td_event_e>& events)
+{
+    if (!agent_ || !process_->is_alive())
+        return;
+    for (td_event_e e : events) {
+        if (auto addr = agent_->reporting_address_of(e)) {
+            process_->remove_breakpoint(addr->address);
+            if (!process_->site_at(addr->address))
+                site_events_.erase(addr->address);
+        }
+    }
+}
+
+void session::enable_thread_for_watch(target_addr handle)
+{
+    if (!armed_ || !agent_ || handle.is_null())
+        return;
+    auto& p = agent_->protocol();
+    if (!armed_->enable_before.contains(handle)) {
+        auto before = p.read_report_events(handle);
+        if (!before)
+            return;
+        armed_->enable_before[handle] = *before;
+    }
+    journal_thread(handle);
+    (void)p.write_report_events(handle, true);
+}
+
+td_status session::arm(const std::vector<td_event_e>& events)
+{
+    if (!agent_)
+        return td_fail(TD_NOLIBTHREAD);
+    if (armed_)
+        disarm();
+    for (td_event_e e : events)
+        if (!agent_->reporting_address_of(e))
+            return td_fail(TD_NOEVENT);
+
+    // Edits below must not race threads being born: hold the target.
+    process_->stop_all();
+    struct release_guard {
+        ptrace::traced_process& p;
+        ~release_guard() { p.release_all(); }
+    } guard{*process_};
+
+    journal_global_mask();
+    auto global = agent_->global_mask();
+    if (!global)
+        return td_fail(global.error());
+    armed_ = armed_state{};
+    armed_->events = events;
+    armed_->global_before = *global;
+
+    if (auto r = plant(events); !r) {
+        armed_.reset();
+        return r;
+    }
+    if (auto r = agent_->set_event(events::to_event_set(events)); !r)
+        return r;
+
+    auto threads = agent_->thr_iter();
+    if (!threads)
+        return td_fail(threads.error());
+    for (const auto& th : *threads) {
+        if (th.is_null()) {
+            // Not initialised yet (static program at its entry point): the
+            // flag every thread will start with.
+            journal_thread(th.value());
+            if (auto v = agent_->protocol().read_initial_report_events())
+                armed_->initial_before = *v;
+            (void)th.event_enable(true);
+            continue;
+        }
+        enable_thread_for_watch(th.value());
+    }
+    // Threads born while we held the target are already in the list, but
+    // their thread_created events are queued; enabling them twice is harmless.
+    return {};
+}
+
+void session::disarm()
+{
+    if (!armed_)
+        return;
+    if (!process_->is_alive()) {
+        armed_.reset();
+        return;
+    }
+    process_->stop_all();
+    drain_queued_silently();
+    auto state = std::move(*armed_);
+    armed_.reset();
+    remove_sites(state.events);
+    if (agent_) {
+        auto& p = agent_->protocol();
+        (void)p.write_global_mask(state.global_before);
+        std::set<target_addr> live;
+        if (auto records = p.thread_records())
+            live.insert(records->begin(), records->end());
+        for (const auto& [handle, before] : state.enable_before)
+            if (live.contains(handle))
+                (void)p.write_report_events(handle, before);
+        if (state.initial_before)
+            (void)p.write_initial_report_events(*state.initial_before);
+    }
+    process_->release_all();
+}
+
+td_status session::plant_stops(const std::vector<td_event_e>& events)
+{
+    if (auto r = plant(events); !r)
+        return r;
+    for (td_event_e e : events)
+        if (std::find(stop_events_.begin(), stop_events_.end(), e) == stop_events_.end())
+            stop_events_.push_back(e);
+    return {};
+}
+
+void session::clear_stops()
+{
+    if (stop_events_.empty())
+        return;
+    process_->stop_all();
+    remove_sites(stop_events_);
+    stop_events_.clear();
+    process_->release_all();
+}
+
+// ---------------------------------------------------------------- run control
+
+void session::interrupt()
+{
+    if (held_ || !is_alive())
+        return;
+    process_->stop_all();
+    held_ = true;
+}
+
+void session::resume()
+{
+    if (!held_ || !is_alive())
+        return;
+    held_ = false;
+    if (stopped_reporter_.value != 0) {
+        tid_t reporter = stopped_reporter_;
+        stopped_reporter_ = {};
+        // One-shot: the `stop` breakpoints go before the reporter steps on.
+        if (!stop_events_.empty()) {
+            auto events = stop_events_;
+            stop_events_.clear();
+            remove_sites(events);
+        }
+        process_->resume(reporter);
+    }
+    process_->release_all();
+}
+
+void session::drain_queued_silently()
+{
+    std::vector<session_event> ignored;
+    while (process_->has_queued_events()) {
+        auto ev = process_->next_event(0);
+        if (!ev)
+            break;
+        handle(*ev, ignored, true);
+    }
+}
+
+void session::detach()
+{
+    if (!is_alive())
+        return;
+    process_->stop_all();
+    drain_queued_silently();
+    if (armed_) {
+        remove_sites(armed_->events);
+        armed_.reset();
+    }
+    remove_sites(stop_events_);
+    stop_events_.clear();
+    restore_journal();
+    process_->detach();
+    held_ = false;
+}
+
+void session::kill()
+{
+    armed_.reset();
+    stop_events_.clear();
+    process_->kill();
+    held_ = false;
+}
+
+std::vector<session_event> session::pump(int timeout_ms)
+{
+    std::vector<session_event> out;
+    if (!process_->is_alive() || process_->is_detached())
+        return out;
+    // Hand back promptly: at most a batch of stops per call.
+    for (int n = 0; n < 512; ++n) {
+        auto ev = process_->next_event(n == 0 ? timeout_ms : 0);
+        if (!ev)
+            break;
+        handle(*ev, out, false);
+        if (!out.empty() && out.back().what == session_event::kind::stopped_at_event)
+            break;
+        if (!process_->is_alive())
+            break;
+    }
+    return out;
+}
+
+void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent)
+{
+    switch (ev.kind) {
+    case stop_kind::breakpoint:
+        on_breakpoint(ev, out, silent);
+        return;
+    case stop_kind::thread_created:
+        on_thread_created(ev);
+        return;
+    case stop_kind::thread_exiting:
+        on_thread_exiting(ev);
+        return;
+    case stop_kind::thread_exited:
+        last_clone_child_.erase(ev.tid);
+        return;
+    case stop_kind::exec:
+        on_exec(out);
+        return;
+    case stop_kind::process_exited: {
+        session_event se;
+        se.what = session_event::kind::process_exited;
+        se.status = ev.status;
+        out.push_back(se);
+        armed_.reset();
+        stop_events_.clear();
+        held_ = false;
+        return;
+    }
+    }
+}
+
+void session::on_breakpoint(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent)
+{
+    auto it = site_events_.find(ev.address);
+    td_event_e event = it == site_events_.end() ? TD_EVENT_NONE : it->second;
+
+    bool is_stop = std::find(stop_events_.begin(), stop_events_.end(), event) != stop_events_.end();
+    if (is_stop && !silent && !held_) {
+        // The seed's flow by hand: hold everything, leave the buffer unread.
+        process_->stop_all();
+        held_ = true;
+        stopped_reporter_ = ev.tid;
+        session_event se;
+        se.what = session_event::kind::stopped_at_event;
+        se.message.event = event;
+        se.message.reporter = ev.tid;
+        se.message.tid = ev.tid;
+        se.message.time = seconds_since_start();
+        se.message.name = thread_name(ev.tid);
+        if (const auto* t = process_->find(ev.tid))
+            se.message.handle = t->thread_pointer;
+        out.push_back(se);
+        return;
+    }
+    bool is_armed = armed_ && std::find(armed_->events.begin(), armed_->events.end(), event) != armed_->events.end();
+    if (is_armed) {
+        if (auto msg = drain(event, ev.tid); msg && !silent) {
+            session_event se;
+            se.what = session_event::kind::message;
+            se.message = std::move(*msg);
+            out.push_back(std::move(se));
+        }
+    }
+    process_->resume(ev.tid);
+}
+
+std::optional<events::event_message> session::drain(td_event_e event, tid_t reporter)
+{
+    if (!agent_)
+        return std::nullopt;
+    auto& p = agent_->protocol();
+    events::event_message msg;
+    msg.event = event;
+    msg.reporter = reporter;
+    msg.time = seconds_since_start();
+
+    // Which thread's buffer holds the message: TD_CREATE is written into the
+    // new thread's buffer by its creator (the newest clone child of the
+    // reporter, known from the clone stop); every other event into the
+    // reporter's own.
+    tid_t subject = reporter;
+    if (event == TD_CREATE) {
+        auto it = last_clone_child_.find(reporter);
+        subject = it == last_clone_child_.end() ? tid_t{} : it->second;
+        if (it != last_clone_child_.end())
+            last_clone_child_.erase(it);
+    }
+    target_addr handle;
+    if (subject.value != 0)
+        if (const auto* t = process_->find(subject))
+            handle = t->thread_pointer;
+
+    if (handle.is_null()) {
+        // The clone happened before we attached: fall back to the list.
+        auto m = agent_->event_getmsg();
+        if (!m)
+            return std::nullopt;
+        msg.event = m->event;
+        msg.handle = m->handle;
+        msg.data = m->data;
+        msg.tid = lwp_of(m->handle);
+        msg.name = thread_name(msg.tid);
+        return msg;
+    }
+
+    msg.handle = handle;
+    msg.tid = subject;
+    msg.data = handle.value;
+    if (auto buf = p.read_buffer(handle); buf) {
+        if (buf->eventnum == event)
+            msg.data = buf->eventdata;
+        if (!buf->is_empty())
+            (void)p.clear_buffer(handle);
+        if (!buf->is_empty() || !buf->nextevent.is_null())
+            (void)p.unlink(handle);
+    }
+    msg.name = thread_name(subject);
+    return msg;
+}
+
+void session::on_thread_created(const ptrace::stop_event& ev)
+{
+    last_clone_child_[ev.tid] = ev.child;
+    if (armed_ && agent_) {
+        if (const auto* t = process_->find(ev.child); t != nullptr && !t->thread_pointer.is_null()) {
+            // Only a thread of the library: its record's tid is already set
+            // (CLONE_PARENT_SETTID) when the parent reports the clone.
+            auto tid = agent_->protocol().read_tid(t->thread_pointer);
+            if (tid && *tid == ev.child.value) {
+                // A record the session saw before belonged to a dead thread.
+                armed_->enable_before.erase(t->thread_pointer);
+                journal_threads_.erase(t->thread_pointer);
+                enable_thread_for_watch(t->thread_pointer);
+            }
+        }
+    }
+    process_->resume(ev.child);
+    process_->resume(ev.tid);
+}
+
+void session::on_thread_exiting(const ptrace::stop_event& ev)
+{
+    last_clone_child_.erase(ev.tid);
+    process_->resume(ev.tid);
+}
+
+void session::on_exec(std::vector<session_event>& out)
+{
+    // The new image has none of our breakpoints and a new libc: re-resolve.
+    auto armed_events = armed_ ? armed_->events : std::vector<td_event_e>{};
+    armed_.reset();
+    stop_events_.clear();
+    site_events_.clear();
+    last_clone_child_.clear();
+    journal_global_.reset();
+    journal_initial_.reset();
+    journal_threads_.clear();
+    process_->run_to_entry();
+    load_symbols();
+    session_event se;
+    se.what = session_event::kind::exec;
+    se.message.tid = tid_t{pid()};
+    se.message.time = seconds_since_start();
+    se.message.name = thread_name(tid_t{pid()});
+    out.push_back(se);
+    if (!armed_events.empty() && agent_) {
+        std::vector<td_event_e> supported;
+        for (td_event_e e : armed_events)
+            if (agent_->reporting_address_of(e))
+                supported.push_back(e);
+        if (!supported.empty())
+            (void)arm(supported);
+    }
+    process_->release_all();
+}
+
+}  // namespace tdctl::core

@@ -1,0 +1,173 @@
+// A session: one traced target, its modules, its thread agent, and what the
+// controller has changed in it. It routes each stop to its handler (a drained
+// event message, a new thread to enable, an exec to re-resolve) and, on
+// detach, writes back every mask and flag it changed and removes every
+// breakpoint, so the target's text and data are as they were.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <thread_db.h>
+
+#include "base/types.hpp"
+#include "core/target_access.hpp"
+#include "core/thread_agent.hpp"
+#include "core/thread_handle.hpp"
+#include "events/event_message.hpp"
+#include "ptrace/traced_process.hpp"
+#include "symbols/elf_module.hpp"
+
+namespace tdctl::core {
+
+/// Something a user should see, produced while the session runs the target.
+struct session_event {
+    enum class kind {
+        message,           ///< an event message drained at a reporting address
+        stopped_at_event,  ///< a `stop` breakpoint was hit; the target is held (message.event, message.reporter)
+        process_exited,    ///< the target is gone; `status` is the raw wait status
+        exec,              ///< the target exec'd; symbols and the thread agent were re-resolved
+    };
+    kind what = kind::message;
+    events::event_message message;
+    int status = 0;
+};
+
+class session final : public target_access {
+public:
+    /// Attaches to a running process (SPEC §4). Throws tdctl::error with one
+    /// actionable line when the attach cannot be done.
+    static std::unique_ptr<session> attach(pid_t pid);
+    /// Launches argv stopped at its entry point.
+    static std::unique_ptr<session> launch(const ptrace::launch_options& opts);
+
+    /// Detaches (restoring everything) unless the target is gone or killed.
+    ~session() override;
+
+    // target_access
+    pid_t pid() const override { return process_->pid(); }
+    target_memory& memory() override { return process_->memory(); }
+    std::optional<symbols::symbol> lookup_symbol(std::string_view module, std::string_view name) override;
+    bool has_module(std::string_view module) override;
+    std::vector<tid_t> lwps() override;
+    std::optional<target_addr> thread_pointer(tid_t lwp) override;
+
+    ptrace::traced_process& process() { return *process_; }
+    const symbols::module_set& modules() const { return modules_; }
+
+    /// The thread agent, or nullptr when the target has no thread library
+    /// publishing the protocol; no_agent_reason() then says what was missing.
+    thread_agent* agent() { return agent_.get(); }
+    const std::string& no_agent_reason() const { return no_agent_reason_; }
+
+    /// The thread's name (comm) from /proc/PID/task/TID/comm; "" when gone.
+    std::string thread_name(tid_t lwp) const;
+    /// The LWP of a handle (record's tid field), 0 when unknown.
+    tid_t lwp_of(target_addr handle);
+
+    // ---- changes to the target, journaled so detach can undo them
+
+    /// td_ta_set_event / td_ta_clear_event, remembering the mask found first.
+    td_status ta_set_event(const td_thr_events_t& events);
+    td_status ta_clear_event(const td_thr_events_t& events);
+    /// td_thr_set_event / td_thr_clear_event / td_thr_event_enable on one
+    /// thread, remembering the thread's mask and flag found first.
+    td_status thr_set_event(const thread_handle& th, const td_thr_events_t& events);
+    td_status thr_clear_event(const thread_handle& th, const td_thr_events_t& events);
+    td_status thr_event_enable(const thread_handle& th, bool on);
+
+    // ---- watching: drain every message of the armed events as it happens
+
+    /// Plants breakpoints at the events' reporting addresses, adds them to the
+    /// global mask and enables reporting on every thread, and on every new one
+    /// as it is born. TD_NOLIBTHREAD without an agent; TD_NOEVENT if an event
+    /// has no reporting address.
+    td_status arm(const std::vector<td_event_e>& events);
+    /// Undoes arm(): breakpoints out, global mask and enable flags back to what
+    /// they were before arm(). Messages still in flight are drained, not shown.
+    void disarm();
+    bool is_armed() const { return armed_.has_value(); }
+    const std::vector<td_event_e>& armed_events() const;
+
+    // ---- stopping at events (the seed's flow by hand)
+
+    /// Plants breakpoints only; the next hit holds the whole target and yields
+    /// a stopped_at_event. TD_NOEVENT if an event has no reporting address.
+    td_status plant_stops(const std::vector<td_event_e>& events);
+    /// Removes the `stop` breakpoints (target held meanwhile).
+    void clear_stops();
+    bool has_stops() const { return !stop_events_.empty(); }
+
+    /// Runs the target for at most timeout_ms, handling every stop; returns
+    /// what a user should see (maybe nothing). 0 polls.
+    std::vector<session_event> pump(int timeout_ms);
+
+    /// Holds every LWP stopped (the `interrupt` command, and around edits that
+    /// must not race the target, such as unlinking from the message list).
+    void interrupt();
+    /// Releases what interrupt() or a stopped_at_event held; a thread stopped
+    /// at a `stop` breakpoint steps over it. The `stop` breakpoints go.
+    void resume();
+    bool is_held() const { return held_; }
+
+    /// Restores the target (journal), removes breakpoints, detaches.
+    void detach();
+    /// Kills the target.
+    void kill();
+    bool is_alive() const { return process_->is_alive() && !process_->is_detached(); }
+
+    /// For poll(): readable when the target may have a stop to handle.
+    int wait_fd() const { return process_->wait_fd(); }
+
+private:
+    explicit session(std::unique_ptr<ptrace::traced_process> process);
+    void load_symbols();
+    void handle(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
+    void on_breakpoint(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
+    void on_thread_created(const ptrace::stop_event& ev);
+    void on_thread_exiting(const ptrace::stop_event& ev);
+    void on_exec(std::vector<session_event>& out);
+    std::optional<events::event_message> drain(td_event_e event, tid_t reporter);
+    void enable_thread_for_watch(target_addr handle);
+    void journal_thread(target_addr handle);
+    void journal_global_mask();
+    void restore_journal();
+    void drain_queued_silently();
+    td_status plant(const std::vector<td_event_e>& events);
+    void remove_sites(const std::vector<td_event_e>& events);
+
+    std::unique_ptr<ptrace::traced_process> process_;
+    symbols::module_set modules_;
+    std::unique_ptr<thread_agent> agent_;
+    std::string no_agent_reason_;
+
+    // Reporting address -> event, for every site planted by arm() or plant_stops().
+    std::unordered_map<target_addr, td_event_e> site_events_;
+    std::unordered_map<tid_t, tid_t> last_clone_child_;   // creator -> newest clone child (for TD_CREATE)
+
+    struct armed_state {
+        std::vector<td_event_e> events;
+        td_thr_events_t global_before{};
+        std::unordered_map<target_addr, bool> enable_before;   // handle -> report_events before arm
+        std::optional<bool> initial_before;
+    };
+    std::optional<armed_state> armed_;
+    std::vector<td_event_e> stop_events_;
+    bool held_ = false;
+    tid_t stopped_reporter_;
+
+    // Attach-time values of everything we wrote, for detach.
+    struct thread_journal {
+        std::optional<bool> report_events;
+        std::optional<td_thr_events_t> mask;
+    };
+    std::optional<td_thr_events_t> journal_global_;
+    std::optional<bool> journal_initial_;
+    std::unordered_map<target_addr, thread_journal> journal_threads_;
+};
+
+}  // namespace tdctl::core

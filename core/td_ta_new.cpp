@@ -1,0 +1,27 @@
+// td_ta_new: choose the backend that publishes the event protocol.
+#include "core/thread_agent.hpp"
+#include "core/thread_handle.hpp"
+
+namespace tdctl::core {
+
+thread_agent::thread_agent(target_access& target, protocol_layout layout) : protocol_(target, std::move(layout)) {}
+
+td_result<std::unique_ptr<thread_agent>> thread_agent::create(target_access& target, std::string* why)
+{
+    std::string reason;
+    if (auto layout = probe_nptl(target, reason))
+        return std::make_unique<thread_agent>(target, std::move(*layout));
+    if (why != nullptr)
+        *why = reason;
+    return td_fail(TD_NOLIBTHREAD);
+}
+
+std::vector<td_event_e> thread_agent::supported_events() const
+{
+    std::vector<td_event_e> out;
+    for (const auto& [e, addr] : layout().event_addresses)
+        out.push_back(e);
+    return out;
+}
+
+}  // namespace tdctl::core

@@ -1,0 +1,43 @@
+// td_ta_thr_iter and td_ta_map_lwp2thr: the live threads of the target.
+#include "core/thread_agent.hpp"
+#include "core/thread_handle.hpp"
+
+namespace tdctl::core {
+
+td_result<std::vector<thread_handle>> thread_agent::thr_iter()
+{
+    auto records = protocol_.thread_records();
+    if (!records)
+        return td_fail(records.error());
+    std::vector<thread_handle> out;
+    out.reserve(records->size());
+    for (target_addr rec : *records)
+        out.emplace_back(*this, rec);
+    if (out.empty()) {
+        // The library has not set up its lists yet: one thread, no record.
+        out.emplace_back(*this, target_addr{});
+    }
+    return out;
+}
+
+td_result<thread_handle> thread_agent::map_lwp2thr(tid_t lwp)
+{
+    // The thread pointer is the record (TLS_TCB_AT_TP on x86_64); its tid
+    // field confirms it. Fall back to the lists when the LWP was never seen
+    // stopped.
+    if (auto tp = target().thread_pointer(lwp); tp && !tp->is_null()) {
+        if (auto tid = protocol_.read_tid(*tp); tid && *tid == lwp.value)
+            return thread_handle(*this, *tp);
+    }
+    auto records = protocol_.thread_records();
+    if (!records)
+        return td_fail(records.error());
+    for (target_addr rec : *records)
+        if (auto tid = protocol_.read_tid(rec); tid && *tid == lwp.value)
+            return thread_handle(*this, rec);
+    if (records->empty() && lwp.value == target().pid())
+        return thread_handle(*this, target_addr{});
+    return td_fail(TD_NOTHR);
+}
+
+}  // namespace tdctl::core

@@ -1,0 +1,52 @@
+// td_thr_get_info: what is known about one thread.
+#include <cstring>
+
+#include "core/thread_agent.hpp"
+#include "core/thread_handle.hpp"
+
+namespace tdctl::core {
+
+namespace {
+// glibc's cancelhandling bits (nptl/descr.h); not published as descriptors.
+constexpr std::uint32_t exiting_bitmask = 0x10;
+constexpr std::uint32_t terminated_bitmask = 0x20;
+}  // namespace
+
+td_result<td_thrinfo_t> thread_handle::get_info() const
+{
+    td_thrinfo_t info;
+    std::memset(&info, 0, sizeof info);
+    info.ti_type = TD_THR_USER;
+    info.ti_state = TD_THR_ACTIVE;
+    auto& protocol = agent_->protocol();
+    if (is_null()) {
+        // Before initialisation the only thread is the main one.
+        info.ti_lid = agent_->target().pid();
+        if (auto on = protocol.read_initial_report_events())
+            info.ti_traceme = *on ? 1 : 0;
+        return info;
+    }
+    auto tid = protocol.read_tid(handle_);
+    if (!tid)
+        return td_fail(TD_BADTH);
+    auto start = protocol.read_start_routine(handle_);
+    auto traceme = protocol.read_report_events(handle_);
+    auto mask = protocol.read_thread_mask(handle_);
+    auto cancel = protocol.read_cancelhandling(handle_);
+    if (!start || !traceme || !mask || !cancel)
+        return td_fail(TD_DBERR);
+    info.ti_tid = static_cast<thread_t>(handle_.value);
+    info.ti_lid = *tid != 0 ? *tid : agent_->target().pid();
+    info.ti_startfunc = reinterpret_cast<psaddr_t>(start->value);
+    info.ti_traceme = *traceme ? 1 : 0;
+    info.ti_events = *mask;
+    if ((*cancel & exiting_bitmask) == 0)
+        info.ti_state = TD_THR_ACTIVE;
+    else if ((*cancel & terminated_bitmask) == 0)
+        info.ti_state = TD_THR_ZOMBIE;
+    else
+        info.ti_state = TD_THR_UNKNOWN;
+    return info;
+}
+
+}  // namespace tdctl::core

@@ -1,0 +1,51 @@
+// A thread handle: the td_thr_* functions of the seed pages for one
+// user-level thread. The handle's value is the thread's record in the target
+// (glibc: its struct pthread, i.e. the pthread_t). Implemented one td_*
+// function per file (core/td_thr_*.cpp).
+#pragma once
+
+#include <thread_db.h>
+
+#include "base/types.hpp"
+#include "core/td_result.hpp"
+
+namespace tdctl::core {
+
+class thread_agent;
+struct td_message;
+
+class thread_handle {
+public:
+    thread_handle(thread_agent& agent, target_addr handle) : agent_(&agent), handle_(handle) {}
+
+    target_addr value() const { return handle_; }
+    thread_agent& agent() const { return *agent_; }
+    /// True before the thread library initialised (no record yet).
+    bool is_null() const { return handle_.is_null(); }
+
+    /// td_thr_event_enable: writes the thread's enable flag (ti_traceme).
+    /// With a null handle, writes the flag new threads start with (glibc's
+    /// __nptl_initial_report_events); TD_NOCAPAB if there is none.
+    td_status event_enable(bool on) const;
+
+    /// td_thr_set_event / td_thr_clear_event: OR / AND-NOT into the thread's
+    /// own mask. TD_NOCAPAB with a null handle.
+    td_status set_event(const td_thr_events_t& events) const;
+    td_status clear_event(const td_thr_events_t& events) const;
+
+    /// td_thr_event_getmsg: consumes this thread's buffered message and takes
+    /// the thread off the message list wherever it sits. TD_NOMSG if empty.
+    td_result<td_message> event_getmsg() const;
+
+    /// td_thr_get_info: ti_tid (the handle), ti_lid, ti_startfunc, ti_state,
+    /// ti_traceme, ti_events, ti_type; other fields zero.
+    td_result<td_thrinfo_t> get_info() const;
+
+    bool operator==(const thread_handle& o) const { return handle_ == o.handle_; }
+
+private:
+    thread_agent* agent_;
+    target_addr handle_;
+};
+
+}  // namespace tdctl::core

@@ -1,0 +1,24 @@
+// One drained event message, as the sinks print it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <thread_db.h>
+
+#include "base/types.hpp"
+
+namespace tdctl::events {
+
+/// A td_event_msg_t plus what the controller knows about it.
+struct event_message {
+    td_event_e event = TD_EVENT_NONE;
+    tid_t tid;                  ///< the LWP the message is about (0 when unknown)
+    target_addr handle;         ///< thread handle: struct pthread address (nptl) or agent record
+    std::uint64_t data = 0;     ///< td_event_msg_t.msg.data (for TD_CREATE/TD_DEATH: a handle)
+    tid_t reporter;             ///< the LWP that hit the reporting address (0 for a manual getmsg)
+    double time = 0;            ///< seconds since the controller started
+    std::string name;           ///< the thread's comm (/proc/PID/task/TID/comm), may be empty
+};
+
+}  // namespace tdctl::events

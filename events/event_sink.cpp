@@ -1,0 +1,143 @@
+#include "events/event_sink.hpp"
+
+#include <fmt/format.h>
+
+#include "events/event_names.hpp"
+
+namespace tdctl::events {
+
+namespace {
+
+// Length of the well-formed UTF-8 sequence starting at s[i] (RFC 3629: no
+// overlongs, no surrogates, nothing above U+10FFFF), or 0 if it is not one.
+std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
+    const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+    const unsigned char lead = byte(i);
+    std::size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xbf;  // allowed range of the second byte
+    if (lead >= 0xc2 && lead <= 0xdf) {
+        len = 2;
+    } else if (lead >= 0xe0 && lead <= 0xef) {
+        len = 3;
+        if (lead == 0xe0) lo = 0xa0;
+        if (lead == 0xed) hi = 0x9f;
+    } else if (lead >= 0xf0 && lead <= 0xf4) {
+        len = 4;
+        if (lead == 0xf0) lo = 0x90;
+        if (lead == 0xf4) hi = 0x8f;
+    } else {
+        return 0;
+    }
+    if (i + len > s.size()) return 0;
+    if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+    for (std::size_t k = 2; k < len; ++k) {
+        if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return 0;
+    }
+    return len;
+}
+
+void append_escaped_byte(std::string& out, unsigned char b) {
+    out += fmt::format("\\x{:02x}", b);
+}
+
+class text_sink final : public event_sink {
+public:
+    explicit text_sink(std::FILE* out) : out_(out) {}
+
+    void write(const event_message& msg) override {
+        std::string line = format_event_text(msg);
+        line.push_back('\n');
+        std::fwrite(line.data(), 1, line.size(), out_);
+        std::fflush(out_);
+    }
+
+private:
+    std::FILE* out_;
+};
+
+class jsonl_sink final : public event_sink {
+public:
+    explicit jsonl_sink(std::FILE* out) : out_(out) {}
+
+    void write(const event_message& msg) override { write_json_line(out_, event_to_json(msg)); }
+
+private:
+    std::FILE* out_;
+};
+
+// Width of the longest event name ("TD_PRI_INHERIT", "TD_CONCURRENCY"), so the
+// columns after it line up.
+constexpr int event_name_width = 14;
+
+}  // namespace
+
+std::string printable_name(std::string_view name) {
+    std::string out;
+    out.reserve(name.size());
+    std::size_t i = 0;
+    while (i < name.size()) {
+        const auto b = static_cast<unsigned char>(name[i]);
+        if (b < 0x80) {
+            if (b < 0x20 || b == 0x7f) {
+                append_escaped_byte(out, b);
+            } else if (b == '\\') {
+                out += "\\\\";
+            } else {
+                out.push_back(static_cast<char>(b));
+            }
+            ++i;
+            continue;
+        }
+        const std::size_t len = utf8_sequence_length(name, i);
+        if (len == 0) {
+            append_escaped_byte(out, b);
+            ++i;
+            continue;
+        }
+        // U+0080..U+009F are C1 controls; some terminals act on them.
+        if (b == 0xc2 && static_cast<unsigned char>(name[i + 1]) < 0xa0) {
+            append_escaped_byte(out, b);
+            append_escaped_byte(out, static_cast<unsigned char>(name[i + 1]));
+        } else {
+            out.append(name.substr(i, len));
+        }
+        i += len;
+    }
+    return out;
+}
+
+std::string format_event_text(const event_message& msg) {
+    std::string line = fmt::format("[{:>11.6f}] {:<{}} tid ", msg.time, event_name(msg.event), event_name_width);
+    if (msg.tid.value != 0) {
+        line += fmt::format("{}", msg.tid.value);
+    } else {
+        line += '?';
+    }
+    if (!msg.name.empty()) line += fmt::format(" ({})", printable_name(msg.name));
+    line += fmt::format(" handle {:#x} data {:#x}", msg.handle.value, msg.data);
+    if (msg.reporter.value != 0) line += fmt::format(" reporter {}", msg.reporter.value);
+    return line;
+}
+
+json_record event_to_json(const event_message& msg) {
+    json_record record;
+    record["type"] = "event";
+    record["event"] = event_name(msg.event);
+    record["tid"] = msg.tid.value;
+    record["name"] = msg.name;
+    record["handle"] = hex_addr(msg.handle.value);
+    record["data"] = hex_addr(msg.data);
+    record["reporter"] = msg.reporter.value;
+    record["time"] = json_seconds(msg.time);
+    return record;
+}
+
+std::unique_ptr<event_sink> make_text_sink(std::FILE* out) {
+    return std::make_unique<text_sink>(out);
+}
+
+std::unique_ptr<event_sink> make_jsonl_sink(std::FILE* out) {
+    return std::make_unique<jsonl_sink>(out);
+}
+
+}  // namespace tdctl::events

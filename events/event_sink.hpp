@@ -1,0 +1,48 @@
+// Where drained event messages go: a human line, or one JSON object per line.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "events/event_message.hpp"
+#include "events/json_format.hpp"
+
+namespace tdctl::events {
+
+/// Receives each drained message. Implementations print and flush; they do
+/// not throw except std::bad_alloc (a failed write is not the event loop's
+/// problem: the stream keeps its error flag for whoever owns it).
+class event_sink {
+public:
+    virtual ~event_sink() = default;
+    virtual void write(const event_message& msg) = 0;
+};
+
+/// Text, one line per message, columns aligned (time right-aligned to µs,
+/// event name padded to the longest one):
+/// "[   1.234567] TD_CREATE      tid 1234 (worker 1) handle 0x7f12 data 0x7f12 reporter 1230".
+/// The name part is left out when the name is empty, "reporter N" when the
+/// reporter is 0 (a manual getmsg); tid 0 (unknown) prints as "tid ?".
+/// `out` is borrowed, not closed; each line is flushed.
+std::unique_ptr<event_sink> make_text_sink(std::FILE* out);
+
+/// JSON Lines: {"type":"event","event":"TD_CREATE","tid":N,"name":"…",
+/// "handle":"0x…","data":"0x…","reporter":N,"time":S}; flushed per line.
+/// Keys always present and in this order; reporter is 0 for a manual getmsg.
+/// `out` is borrowed, not closed.
+std::unique_ptr<event_sink> make_jsonl_sink(std::FILE* out);
+
+/// The message as the JSON Lines sink prints it (without the newline), for
+/// callers that embed or post-process event records.
+json_record event_to_json(const event_message& msg);
+
+/// The message as the text sink prints it, without the trailing newline.
+std::string format_event_text(const event_message& msg);
+
+/// A thread name made safe for one terminal line: valid UTF-8 is kept,
+/// control characters, backslashes and invalid bytes become \xNN / "\\".
+std::string printable_name(std::string_view name);
+
+}  // namespace tdctl::events

@@ -1,0 +1,89 @@
+#include "ptrace/attach_diagnosis.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <linux/capability.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "ptrace/procfs.hpp"
+
+namespace tdctl::ptrace {
+
+namespace {
+
+constexpr unsigned pf_kthread = 0x00200000;
+
+std::string tracer_text(pid_t tracer)
+{
+    std::string name = procfs::process_name(tracer);
+    return name.empty() ? fmt::format("PID {}", tracer) : fmt::format("PID {} ({})", tracer, name);
+}
+
+}  // namespace
+
+std::optional<std::string> precheck_attach(pid_t pid)
+{
+    if (pid <= 0)
+        return fmt::format("{} is not a valid process ID", pid);
+    if (pid == ::getpid())
+        return fmt::format("process {} is tdctl itself; a process cannot trace itself", pid);
+    auto status = procfs::read_status(pid);
+    if (!status)
+        return fmt::format("no such process: {}", pid);
+    if (status->tgid != 0 && status->tgid != pid)
+        return fmt::format("{} is a thread of process {}; attach to the process instead", pid, status->tgid);
+    if (auto stat = procfs::read_stat(pid); stat && (stat->flags & pf_kthread) != 0)
+        return fmt::format("process {} ({}) is a kernel thread and cannot be traced", pid, status->name);
+    if (status->state == 'Z')
+        return fmt::format("process {} ({}) is a zombie: it has exited and cannot be traced", pid, status->name);
+    if (status->tracer_pid != 0) {
+        if (status->tracer_pid == ::getpid())
+            return fmt::format("process {} is already traced by this tdctl", pid);
+        return fmt::format("process {} ({}) is already traced by {}; a process can have only one tracer — "
+                           "detach that one first",
+                           pid, status->name, tracer_text(status->tracer_pid));
+    }
+    return std::nullopt;
+}
+
+std::string explain_seize_failure(pid_t pid, int err)
+{
+    auto status = procfs::read_status(pid);
+    if (err == ESRCH || !status)
+        return fmt::format("no such process: {}", pid);
+    if (err == EPERM) {
+        if (status->tracer_pid != 0)
+            return fmt::format("cannot attach to process {} ({}): already traced by {}", pid, status->name,
+                               tracer_text(status->tracer_pid));
+        auto self = procfs::read_status(::getpid());
+        bool has_cap = self && (self->cap_effective & (1ULL << CAP_SYS_PTRACE)) != 0;
+        if (self && status->uid_real != self->uid_effective && !has_cap)
+            return fmt::format("cannot attach to process {} ({}): it belongs to uid {} and tdctl runs as uid {} "
+                               "without CAP_SYS_PTRACE; run tdctl as that user or as root",
+                               pid, status->name, status->uid_real, self->uid_effective);
+        if (auto scope = procfs::read_file("/proc/sys/kernel/yama/ptrace_scope")) {
+            int value = std::atoi(scope->c_str());
+            if (value > 0 && !has_cap)
+                return fmt::format("cannot attach to process {} ({}): kernel.yama.ptrace_scope is {}, which only "
+                                   "lets a process trace its descendants; run tdctl as root, give it CAP_SYS_PTRACE, "
+                                   "or set the sysctl to 0",
+                                   pid, status->name, value);
+            if (value == 3)
+                return fmt::format("cannot attach to process {} ({}): kernel.yama.ptrace_scope is 3, which forbids "
+                                   "all tracing until reboot",
+                                   pid, status->name);
+        }
+        if (!has_cap)
+            return fmt::format("cannot attach to process {} ({}): permission denied; tdctl lacks CAP_SYS_PTRACE "
+                               "(the target may be setuid or non-dumpable)",
+                               pid, status->name);
+        return fmt::format("cannot attach to process {} ({}): permission denied (a security module such as "
+                           "SELinux/AppArmor, or a seccomp filter, forbids it)",
+                           pid, status->name);
+    }
+    return fmt::format("cannot attach to process {} ({}): {}", pid, status->name, std::strerror(err));
+}
+
+}  // namespace tdctl::ptrace

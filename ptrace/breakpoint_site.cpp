@@ -1,0 +1,68 @@
+#include "ptrace/breakpoint_site.hpp"
+
+#include <fmt/format.h>
+
+#include "base/error.hpp"
+
+namespace tdctl::ptrace {
+
+const char* step_over_name(step_over_kind k)
+{
+    switch (k) {
+    case step_over_kind::resume_in_place: return "resume-in-place";
+    case step_over_kind::emulate_return: return "emulate-return";
+    case step_over_kind::single_step: return "single-step";
+    }
+    return "?";
+}
+
+void breakpoint_site::insert(target_memory& mem)
+{
+    if (inserted_)
+        return;
+    std::array<std::byte, 16> code{};
+    std::size_t n = mem.read(addr_, code);
+    if (n == 0)
+        throw error::from_errno(EFAULT, fmt::format("cannot read code at {}", addr_));
+    if (code[0] == std::byte{0xcc})
+        throw error::target(fmt::format("code at {} already holds a breakpoint (another debugger?)", addr_));
+    kind_ = classify_site(std::span<const std::byte>(code.data(), n), function_size_, patch_, patch_len_);
+    std::copy_n(code.begin(), patch_len_, saved_.begin());
+    // Padding byte first: the trap byte must never precede the ret it lands on.
+    if (patch_len_ == 2 && !mem.write(addr_ + 1, std::span<const std::byte>(&patch_[1], 1)))
+        throw error::from_errno(EFAULT, fmt::format("cannot write breakpoint at {}", addr_));
+    if (!mem.write(addr_, std::span<const std::byte>(&patch_[0], 1)))
+        throw error::from_errno(EFAULT, fmt::format("cannot write breakpoint at {}", addr_));
+    inserted_ = true;
+}
+
+bool breakpoint_site::remove(target_memory& mem)
+{
+    if (!inserted_)
+        return true;
+    bool ok = mem.write(addr_, std::span<const std::byte>(&saved_[0], 1));
+    if (patch_len_ == 2)
+        ok = mem.write(addr_ + 1, std::span<const std::byte>(&saved_[1], 1)) && ok;
+    inserted_ = false;
+    return ok;
+}
+
+bool breakpoint_site::lift(target_memory& mem)
+{
+    return mem.write(addr_, std::span<const std::byte>(&saved_[0], 1));
+}
+
+bool breakpoint_site::reinsert(target_memory& mem)
+{
+    return mem.write(addr_, std::span<const std::byte>(&patch_[0], 1));
+}
+
+std::string breakpoint_site::describe() const
+{
+    std::string bytes;
+    for (std::size_t i = 0; i < patch_len_; ++i)
+        bytes += fmt::format("{}{:02x}", i ? " " : "", static_cast<unsigned>(saved_[i]));
+    return fmt::format("{} [{}] {}", addr_, bytes, step_over_name(kind_));
+}
+
+}  // namespace tdctl::ptrace

@@ -1,0 +1,92 @@
+#include "ptrace/process_memory.hpp"
+
+#include <cerrno>
+#include <fcntl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "base/error.hpp"
+
+namespace tdctl::ptrace {
+
+process_memory::process_memory(pid_t pid) : pid_(pid)
+{
+    reopen();
+}
+
+void process_memory::reopen()
+{
+    std::string path = fmt::format("/proc/{}/mem", pid_);
+    unique_fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+    if (!fd.is_open())
+        throw error::from_errno(errno, "cannot open " + path);
+    mem_fd_ = std::move(fd);
+}
+
+std::size_t process_memory::read(target_addr addr, std::span<std::byte> out)
+{
+    if (out.empty())
+        return 0;
+    iovec local{out.data(), out.size()};
+    iovec remote{reinterpret_cast<void*>(addr.value), out.size()};
+    ssize_t n = ::process_vm_readv(pid_, &local, 1, &remote, 1, 0);
+    if (n == static_cast<ssize_t>(out.size()))
+        return out.size();
+    // process_vm_readv stops at the first unreadable page and refuses some
+    // mappings (e.g. PROT_NONE guard pages are unreadable either way, but
+    // VM_IO ones are not); /proc/PID/mem is the fallback.
+    std::size_t done = n > 0 ? static_cast<std::size_t>(n) : 0;
+    while (done < out.size()) {
+        ssize_t m = ::pread(mem_fd_.get(), out.data() + done, out.size() - done,
+                            static_cast<off_t>(addr.value + done));
+        if (m <= 0) {
+            if (m < 0 && errno == EINTR)
+                continue;
+            break;
+        }
+        done += static_cast<std::size_t>(m);
+    }
+    return done;
+}
+
+std::size_t process_memory::read_many(std::span<const std::pair<target_addr, std::span<std::byte>>> ranges)
+{
+    std::vector<iovec> local, remote;
+    local.reserve(ranges.size());
+    remote.reserve(ranges.size());
+    std::size_t want = 0;
+    for (const auto& [addr, buf] : ranges) {
+        local.push_back({buf.data(), buf.size()});
+        remote.push_back({reinterpret_cast<void*>(addr.value), buf.size()});
+        want += buf.size();
+    }
+    ssize_t n = ::process_vm_readv(pid_, local.data(), local.size(), remote.data(), remote.size(), 0);
+    if (n == static_cast<ssize_t>(want))
+        return want;
+    // Partial: redo range by range so each gets the fallback.
+    std::size_t total = 0;
+    for (const auto& [addr, buf] : ranges)
+        total += read(addr, buf);
+    return total;
+}
+
+bool process_memory::write(target_addr addr, std::span<const std::byte> in)
+{
+    std::size_t done = 0;
+    while (done < in.size()) {
+        ssize_t m = ::pwrite(mem_fd_.get(), in.data() + done, in.size() - done,
+                             static_cast<off_t>(addr.value + done));
+        if (m <= 0) {
+            if (m < 0 && errno == EINTR)
+                continue;
+            return false;
+        }
+        done += static_cast<std::size_t>(m);
+    }
+    return true;
+}
+
+}  // namespace tdctl::ptrace

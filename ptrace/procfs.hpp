@@ -1,0 +1,73 @@
+// Readers and parsers for the /proc files the controller needs. Parsers take
+// text (unit-tested on canned input); readers return std::nullopt when the
+// task has vanished, which is a normal outcome, never an error.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <sys/types.h>
+
+#include "base/types.hpp"
+
+namespace tdctl::procfs {
+
+/// Whole contents of a (small) file, or std::nullopt if it cannot be opened or read.
+std::optional<std::string> read_file(const std::string& path);
+
+/// TIDs in /proc/PID/task, ascending. Empty if the process is gone.
+std::vector<tid_t> list_tasks(pid_t pid);
+
+/// Fields of /proc/PID/status (or /proc/PID/task/TID/status) that tdctl uses.
+struct status_info {
+    std::string name;               ///< Name: (comm, escaped by the kernel)
+    char state = '?';               ///< first letter of State:
+    pid_t tgid = 0, pid = 0, ppid = 0;
+    pid_t tracer_pid = 0;           ///< TracerPid:, 0 when not traced
+    uid_t uid_real = 0, uid_effective = 0;
+    std::uint64_t cap_effective = 0;  ///< CapEff: bit mask
+    std::uint64_t vm_hwm_kb = 0;    ///< VmHWM:, kB (0 for kernel threads)
+    std::uint64_t voluntary_ctxt_switches = 0;
+    std::uint64_t nonvoluntary_ctxt_switches = 0;
+    int threads = 0;                ///< Threads:
+};
+status_info parse_status(std::string_view text);
+std::optional<status_info> read_status(pid_t pid);
+std::optional<status_info> read_task_status(pid_t pid, tid_t tid);
+
+/// Fields of /proc/PID/stat or /proc/PID/task/TID/stat (proc(5) numbering in
+/// comments). comm may contain spaces and ')': the fields after it are found
+/// from the last ')'.
+struct stat_info {
+    pid_t pid = 0;                  ///< 1
+    std::string comm;               ///< 2, without the parentheses
+    char state = '?';               ///< 3
+    pid_t ppid = 0;                 ///< 4
+    unsigned flags = 0;             ///< 9, PF_* flags (PF_KTHREAD = 0x00200000)
+    std::uint64_t minflt = 0;       ///< 10
+    std::uint64_t majflt = 0;       ///< 12
+    std::uint64_t utime = 0;        ///< 14, clock ticks
+    std::uint64_t stime = 0;        ///< 15, clock ticks
+    long num_threads = 0;           ///< 20
+    std::uint64_t starttime = 0;    ///< 22, clock ticks since boot
+    int processor = -1;             ///< 39
+};
+std::optional<stat_info> parse_stat(std::string_view text);
+std::optional<stat_info> read_stat(pid_t pid);
+std::optional<stat_info> read_task_stat(pid_t pid, tid_t tid);
+
+/// /proc/PID/task/TID/comm without the newline; "" if gone.
+std::string read_comm(pid_t pid, tid_t tid);
+
+/// /proc/PID/auxv as type -> value (AT_ENTRY, AT_BASE, ...).
+std::map<std::uint64_t, std::uint64_t> parse_auxv(std::string_view bytes);
+std::map<std::uint64_t, std::uint64_t> read_auxv(pid_t pid);
+
+/// The first NUL-separated word of /proc/PID/cmdline, or the status Name.
+std::string process_name(pid_t pid);
+
+}  // namespace tdctl::procfs

@@ -1,0 +1,31 @@
+#include "ptrace/registers_x86_64.hpp"
+
+#include <cerrno>
+
+#include "base/error.hpp"
+#include "ptrace/ptrace_call.hpp"
+
+namespace tdctl::ptrace {
+
+std::optional<registers> registers::read(tid_t tid)
+{
+    registers r;
+    int err = ptrace_call(PTRACE_GETREGS, tid, nullptr, &r.regs_);
+    if (err == ESRCH)
+        return std::nullopt;
+    if (err != 0)
+        throw error::from_errno(err, fmt::format("reading registers of task {}", tid.value));
+    return r;
+}
+
+bool registers::write(tid_t tid) const
+{
+    int err = ptrace_call(PTRACE_SETREGS, tid, nullptr, const_cast<user_regs_struct*>(&regs_));
+    if (err == ESRCH)
+        return false;
+    if (err != 0)
+        throw error::from_errno(err, fmt::format("writing registers of task {}", tid.value));
+    return true;
+}
+
+}  // namespace tdctl::ptrace

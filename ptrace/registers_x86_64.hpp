@@ -1,0 +1,42 @@
+// x86_64 general registers of a stopped task (PTRACE_GETREGS/SETREGS).
+#pragma once
+
+#include <optional>
+#include <sys/user.h>
+
+#include "base/types.hpp"
+
+namespace tdctl::ptrace {
+
+class registers {
+public:
+    /// Reads the registers of a task in ptrace-stop. std::nullopt if it
+    /// vanished (ESRCH); throws tdctl::error for any other failure.
+    static std::optional<registers> read(tid_t tid);
+
+    /// Writes them back. False if the task vanished; throws otherwise.
+    bool write(tid_t tid) const;
+
+    target_addr pc() const { return target_addr{regs_.rip}; }
+    void set_pc(target_addr a) { regs_.rip = a.value; }
+    target_addr sp() const { return target_addr{regs_.rsp}; }
+    void set_sp(target_addr a) { regs_.rsp = a.value; }
+    /// The thread pointer: for glibc, the address of the thread's struct pthread.
+    target_addr thread_pointer() const { return target_addr{regs_.fs_base}; }
+    /// Syscall number at a syscall or ptrace-event stop (orig_rax).
+    long syscall_number() const { return static_cast<long>(regs_.orig_rax); }
+    /// First syscall argument (rdi).
+    std::uint64_t arg0() const { return regs_.rdi; }
+
+    const user_regs_struct& raw() const { return regs_; }
+
+private:
+    user_regs_struct regs_{};
+};
+
+/// Bytes of the software breakpoint instruction.
+inline constexpr unsigned char breakpoint_opcode = 0xcc;
+/// After a breakpoint trap, the pc is this far past the breakpoint address.
+inline constexpr std::int64_t breakpoint_pc_adjust = 1;
+
+}  // namespace tdctl::ptrace

@@ -1,0 +1,843 @@
+#include "ptrace/traced_process.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <elf.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/unique_fd.hpp"
+#include "ptrace/attach_diagnosis.hpp"
+#include "ptrace/procfs.hpp"
+#include "ptrace/ptrace_call.hpp"
+
+namespace tdctl::ptrace {
+
+namespace {
+
+constexpr long trace_options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXIT | PTRACE_O_TRACEEXEC | PTRACE_O_TRACEFORK |
+                               PTRACE_O_TRACEVFORK;
+
+// A task that never reports a stop after PTRACE_INTERRUPT is stuck in the
+// kernel (e.g. a vfork parent waiting for its child); bound the wait.
+constexpr int stop_all_timeout_ms = 10000;
+
+void* as_ptr(long v) { return reinterpret_cast<void*>(v); }
+
+}  // namespace
+
+const char* stop_kind_name(stop_kind k)
+{
+    switch (k) {
+    case stop_kind::breakpoint: return "breakpoint";
+    case stop_kind::thread_created: return "thread-created";
+    case stop_kind::thread_exiting: return "thread-exiting";
+    case stop_kind::thread_exited: return "thread-exited";
+    case stop_kind::exec: return "exec";
+    case stop_kind::process_exited: return "process-exited";
+    }
+    return "?";
+}
+
+struct traced_process::task : task_info {
+    bool needs_owner = false;        // stopped with an event the owner has not resumed yet
+    bool interrupt_pending = false;  // PTRACE_INTERRUPT sent, its trap not yet seen
+    int pending_signal = 0;          // delivered on restart
+    target_addr trap_site;           // trapped on this site; step-over due on restart
+    std::optional<registers> trap_regs;
+};
+
+traced_process::traced_process(pid_t pid, bool launched)
+    : pid_(pid), launched_(launched), waiter_(std::make_unique<waiter>())
+{
+}
+
+traced_process::~traced_process()
+{
+    if (gone_ || detached_)
+        return;
+    try {
+        detach();
+    } catch (const error& e) {
+        std::fprintf(stderr, "tdctl: detaching from %d failed: %s\n", pid_, e.what());
+    }
+}
+
+std::vector<tid_t> traced_process::tids() const
+{
+    std::vector<tid_t> out;
+    out.reserve(tasks_.size());
+    for (const auto& [tid, t] : tasks_)
+        out.push_back(tid);
+    return out;
+}
+
+const task_info* traced_process::find(tid_t tid) const
+{
+    auto it = tasks_.find(tid);
+    return it == tasks_.end() ? nullptr : it->second.get();
+}
+
+traced_process::task* traced_process::find_task(tid_t tid)
+{
+    auto it = tasks_.find(tid);
+    return it == tasks_.end() ? nullptr : it->second.get();
+}
+
+void traced_process::forget_task(tid_t tid)
+{
+    tasks_.erase(tid);
+}
+
+std::optional<target_addr> traced_process::refresh_thread_pointer(tid_t tid)
+{
+    task* t = find_task(tid);
+    if (t == nullptr || !t->stopped)
+        return std::nullopt;
+    auto regs = registers::read(tid);
+    if (!regs)
+        return std::nullopt;
+    t->thread_pointer = regs->thread_pointer();
+    return t->thread_pointer;
+}
+
+// ---------------------------------------------------------------- attach
+
+void traced_process::seize(tid_t tid, bool is_leader)
+{
+    int err = ptrace_call(PTRACE_SEIZE, tid, nullptr, as_ptr(trace_options));
+    if (err == 0) {
+        auto t = std::make_unique<task>();
+        t->tid = tid;
+        tasks_[tid] = std::move(t);
+        return;
+    }
+    if (err == ESRCH && !is_leader)
+        return;  // a thread that died during the attach
+    if (err == EPERM && !is_leader) {
+        // A thread created during the attach is auto-attached through its
+        // parent's PTRACE_O_TRACECLONE; its clone event will introduce it.
+        if (auto st = procfs::read_task_status(pid_, tid); st && st->tracer_pid == ::getpid())
+            return;
+    }
+    throw error(error_domain::os, err, explain_seize_failure(pid_, err));
+}
+
+std::unique_ptr<traced_process> traced_process::attach(pid_t pid)
+{
+    if (auto why = precheck_attach(pid))
+        throw error(error_domain::target, 0, *why);
+
+    std::unique_ptr<traced_process> p(new traced_process(pid, false));
+    p->seize(tid_t{pid}, true);
+    // Threads are born and die while we attach: repeat until a pass adds none.
+    for (int pass = 0; pass < 1000; ++pass) {
+        bool added = false;
+        for (tid_t tid : procfs::list_tasks(pid)) {
+            if (p->tasks_.contains(tid) || p->early_stops_.contains(tid))
+                continue;
+            std::size_t before = p->tasks_.size();
+            p->seize(tid, false);
+            added = added || p->tasks_.size() != before;
+        }
+        if (!added)
+            break;
+    }
+    p->memory_ = std::make_unique<process_memory>(pid);
+    p->stop_all();
+    for (auto& [tid, t] : p->tasks_) {
+        if (auto regs = registers::read(tid))
+            t->thread_pointer = regs->thread_pointer();
+    }
+    log::debug("attached to {} with {} tasks", pid, p->tasks_.size());
+    return p;
+}
+
+// ---------------------------------------------------------------- launch
+
+std::unique_ptr<traced_process> traced_process::launch(const launch_options& opts)
+{
+    if (opts.argv.empty())
+        throw error::usage("no program to launch");
+
+    int go_pipe[2], err_pipe[2];
+    if (::pipe2(go_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)
+        throw error::from_errno(errno, "pipe");
+    unique_fd go_read(go_pipe[0]), go_write(go_pipe[1]), err_read(err_pipe[0]), err_write(err_pipe[1]);
+
+    std::vector<char*> argv;
+    for (const auto& a : opts.argv)
+        argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+
+    pid_t child = ::fork();
+    if (child < 0)
+        throw error::from_errno(errno, "fork");
+    if (child == 0) {
+        // Child: wait until the parent has seized us, then exec. Only
+        // async-signal-safe calls from here on.
+        go_write.reset();
+        err_read.reset();
+        char c;
+        while (::read(go_read.get(), &c, 1) < 0 && errno == EINTR) {
+        }
+        // Give the program the signal state it would have had without us.
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, nullptr);
+        ::signal(SIGPIPE, SIG_DFL);
+        for (const auto& e : opts.extra_env)
+            ::putenv(const_cast<char*>(e.c_str()));
+        ::execvp(argv[0], argv.data());
+        int e = errno;
+        [[maybe_unused]] auto n = ::write(err_write.get(), &e, sizeof e);
+        ::_exit(127);
+    }
+
+    std::unique_ptr<traced_process> p(new traced_process(child, true));
+    go_read.reset();
+    err_write.reset();
+    if (int err = ptrace_call(PTRACE_SEIZE, tid_t{child}, nullptr, as_ptr(trace_options)); err != 0) {
+        ::kill(child, SIGKILL);
+        ::waitpid(child, nullptr, 0);
+        p->gone_ = true;
+        throw error::from_errno(err, "cannot trace the launched program");
+    }
+    auto t = std::make_unique<task>();
+    t->tid = tid_t{child};
+    p->tasks_[t->tid] = std::move(t);
+    char go = 'g';
+    [[maybe_unused]] auto n = ::write(go_write.get(), &go, 1);
+    go_write.reset();
+
+    // Until exec, only our own child code runs: wait for the exec event.
+    for (;;) {
+        auto ws = p->waiter_->wait_for(tid_t{child});
+        if (!ws || ws->kind() == wait_kind::exited || ws->kind() == wait_kind::killed) {
+            p->gone_ = true;
+            p->tasks_.clear();
+            int e = 0;
+            if (::read(err_read.get(), &e, sizeof e) == sizeof e)
+                throw error::from_errno(e, fmt::format("cannot run {}", opts.argv[0]));
+            throw error::target(fmt::format("{} exited before it started", opts.argv[0]));
+        }
+        if (ws->kind() == wait_kind::exec_event)
+            break;
+        int sig = ws->kind() == wait_kind::signal_stop ? ws->signal() : 0;
+        ptrace_call(PTRACE_CONT, tid_t{child}, nullptr, as_ptr(sig));
+    }
+    auto& leader = *p->tasks_.at(tid_t{child});
+    leader.stopped = true;
+    p->memory_ = std::make_unique<process_memory>(child);
+    p->run_to_entry();
+    return p;
+}
+
+void traced_process::run_to_entry()
+{
+    auto auxv = procfs::read_auxv(pid_);
+    auto it = auxv.find(AT_ENTRY);
+    if (it == auxv.end())
+        throw error::target(fmt::format("process {} has no AT_ENTRY in /proc/{}/auxv", pid_, pid_));
+    target_addr entry{it->second};
+    add_breakpoint(entry, 0);
+    tid_t leader{pid_};
+    task& lt = *find_task(leader);
+    lt.needs_owner = false;
+    // An exec queued during a hold: run the lone new task anyway.
+    int saved_depth = hold_depth_;
+    hold_depth_ = 0;
+    restart(lt);
+
+    for (;;) {
+        auto status = waiter_->wait_any(-1);
+        if (!status)
+            throw error::target("the launched program vanished before reaching its entry point");
+        auto [tid, ws] = *status;
+        if (tid == leader && ws.kind() == wait_kind::signal_stop && ws.signal() == SIGTRAP) {
+            task& t = *find_task(leader);
+            t.stopped = true;
+            auto regs = registers::read(leader);
+            if (regs && regs->pc() - breakpoint_pc_adjust == entry) {
+                regs->set_pc(entry);
+                regs->write(leader);
+                t.thread_pointer = regs->thread_pointer();
+                break;
+            }
+            t.stopped = false;
+        }
+        if (auto ev = handle_status(tid, ws)) {
+            if (ev->kind == stop_kind::process_exited)
+                throw error::target("the launched program exited before reaching its entry point");
+            find_task(ev->tid) ? void(find_task(ev->tid)->needs_owner = true) : void();
+            queue_.push_back(*ev);
+        }
+    }
+    // Leave the entry site's reason count at zero and its bytes restored.
+    sites_.at(entry).site->remove(*memory_);
+    sites_.erase(entry);
+    stop_all();
+    hold_depth_ += saved_depth;
+}
+
+// ---------------------------------------------------------------- breakpoints
+
+const breakpoint_site& traced_process::add_breakpoint(target_addr addr, std::uint64_t function_size)
+{
+    auto it = sites_.find(addr);
+    if (it == sites_.end()) {
+        auto site = std::make_unique<breakpoint_site>(addr, function_size);
+        site->insert(*memory_);
+        log::debug("breakpoint {}", site->describe());
+        it = sites_.emplace(addr, site_entry{std::move(site), 0}).first;
+    }
+    ++it->second.reasons;
+    return *it->second.site;
+}
+
+void traced_process::remove_breakpoint(target_addr addr)
+{
+    auto it = sites_.find(addr);
+    if (it == sites_.end())
+        return;
+    if (--it->second.reasons > 0)
+        return;
+    // A thread stopped right after trapping here must re-execute the
+    // original instruction: move its pc back before the bytes change.
+    for (auto& [tid, t] : tasks_) {
+        if (t->trap_site == addr) {
+            if (auto regs = registers::read(tid)) {
+                regs->set_pc(addr);
+                regs->write(tid);
+            }
+            t->trap_site = {};
+            t->trap_regs.reset();
+        }
+    }
+    if (!gone_)
+        it->second.site->remove(*memory_);
+    sites_.erase(it);
+}
+
+const breakpoint_site* traced_process::site_at(target_addr addr) const
+{
+    auto it = sites_.find(addr);
+    return it == sites_.end() ? nullptr : it->second.site.get();
+}
+
+std::vector<const breakpoint_site*> traced_process::sites() const
+{
+    std::vector<const breakpoint_site*> out;
+    for (const auto& [a, e] : sites_)
+        out.push_back(e.site.get());
+    return out;
+}
+
+// ---------------------------------------------------------------- wait loop
+
+std::optional<stop_event> traced_process::next_event(int timeout_ms)
+{
+    if (!queue_.empty()) {
+        stop_event ev = queue_.front();
+        queue_.pop_front();
+        return ev;
+    }
+    if (gone_)
+        return std::nullopt;
+    for (;;) {
+        auto status = waiter_->wait_any(timeout_ms);
+        if (!status)
+            return std::nullopt;
+        if (auto ev = handle_status(status->first, status->second)) {
+            if (task* t = find_task(ev->tid); t != nullptr && t->stopped)
+                t->needs_owner = true;
+            if (ev->kind == stop_kind::thread_created)
+                if (task* c = find_task(ev->child); c != nullptr)
+                    c->needs_owner = true;
+            return ev;
+        }
+        // Keep the bound honest: after one internal status, only poll.
+        timeout_ms = 0;
+    }
+}
+
+void traced_process::hold_stopped(task& t)
+{
+    t.stopped = true;
+}
+
+std::optional<stop_event> traced_process::handle_status(tid_t tid, wait_status ws)
+{
+    task* t = find_task(tid);
+    if (t == nullptr) {
+        if (ws.is_stop()) {
+            // A new clone whose first stop came before its parent's clone event.
+            early_stops_.insert_or_assign(tid, ws);
+        }
+        return std::nullopt;
+    }
+
+    switch (ws.kind()) {
+    case wait_kind::exited:
+    case wait_kind::killed: {
+        forget_task(tid);
+        if (tid.value == pid_) {
+            // The leader is reaped last; the process is gone.
+            gone_ = true;
+            exit_status_ = ws.raw();
+            tasks_.clear();
+            sites_.clear();
+            return stop_event{stop_kind::process_exited, tid, {}, {}, ws.raw()};
+        }
+        return stop_event{stop_kind::thread_exited, tid, {}, {}, ws.raw()};
+    }
+
+    case wait_kind::signal_stop: {
+        hold_stopped(*t);
+        if (ws.signal() == SIGTRAP) {
+            if (auto ev = on_breakpoint_trap(*t))
+                return ev;
+            if (!t->trap_site.is_null() || !t->stopped)
+                return std::nullopt;
+        }
+        if (ws.signal() == SIGCONT)
+            for (auto& [id, other] : tasks_)
+                other->in_group_stop = false;
+        t->pending_signal = ws.signal();
+        ++t->signals_received;
+        if (!is_holding() && !t->needs_owner)
+            restart(*t);
+        return std::nullopt;
+    }
+
+    case wait_kind::group_stop:
+        hold_stopped(*t);
+        t->in_group_stop = true;
+        t->interrupt_pending = false;
+        if (!is_holding() && !t->needs_owner)
+            restart(*t);
+        return std::nullopt;
+
+    case wait_kind::event_stop:
+        hold_stopped(*t);
+        if (t->interrupt_pending)
+            t->interrupt_pending = false;
+        else if (t->in_group_stop)
+            t->in_group_stop = false;  // a LISTENing task reports the end of its group-stop
+        if (!is_holding() && !t->needs_owner)
+            restart(*t);
+        return std::nullopt;
+
+    case wait_kind::clone_event:
+        hold_stopped(*t);
+        return on_clone(*t);
+
+    case wait_kind::fork_event:
+    case wait_kind::vfork_event:
+        hold_stopped(*t);
+        on_fork(*t, ws.kind() == wait_kind::vfork_event);
+        if (!is_holding() && !t->needs_owner)
+            restart(*t);
+        return std::nullopt;
+
+    case wait_kind::exec_event:
+        return on_exec(tid);
+
+    case wait_kind::exit_event:
+        hold_stopped(*t);
+        t->exiting = true;
+        return stop_event{stop_kind::thread_exiting, tid, {}, {}, 0};
+
+    case wait_kind::vfork_done:
+    case wait_kind::syscall_stop:
+    case wait_kind::other:
+        hold_stopped(*t);
+        if (!is_holding() && !t->needs_owner)
+            restart(*t);
+        return std::nullopt;
+    }
+    return std::nullopt;
+}
+
+std::optional<stop_event> traced_process::on_breakpoint_trap(task& t)
+{
+    auto regs = registers::read(t.tid);
+    if (!regs) {
+        t.stopped = false;  // vanished; its exit status follows
+        return std::nullopt;
+    }
+    target_addr at = regs->pc() - breakpoint_pc_adjust;
+    auto it = sites_.find(at);
+    if (it == sites_.end() || !it->second.site->is_inserted()) {
+        // Not (or no longer) ours: a real SIGTRAP, passed on by the caller.
+        return std::nullopt;
+    }
+    t.trap_site = at;
+    t.trap_regs = regs;
+    return stop_event{stop_kind::breakpoint, t.tid, {}, at, 0};
+}
+
+std::optional<wait_status> traced_process::wait_first_stop(tid_t child)
+{
+    if (auto it = early_stops_.find(child); it != early_stops_.end()) {
+        auto ws = it->second;
+        early_stops_.erase(it);
+        return ws;
+    }
+    return waiter_->wait_for(child);
+}
+
+std::optional<stop_event> traced_process::on_clone(task& parent)
+{
+    unsigned long msg = 0;
+    ptrace_call(PTRACE_GETEVENTMSG, parent.tid, nullptr, &msg);
+    tid_t child{static_cast<pid_t>(msg)};
+
+    // Is it a thread of this process? clone(2) passes flags in rdi; clone3(2)
+    // passes a struct clone_args whose first field is the flags.
+    std::uint64_t flags = CLONE_THREAD;
+    if (auto regs = registers::read(parent.tid)) {
+        if (regs->syscall_number() == SYS_clone)
+            flags = regs->arg0();
+        else if (regs->syscall_number() == SYS_clone3)
+            memory_->read_value(target_addr{regs->arg0()}, flags);
+    }
+
+    auto first = wait_first_stop(child);
+    if (!first || !first->is_stop()) {
+        log::debug("clone child {} vanished before its first stop", child.value);
+        if (!is_holding())
+            restart(parent);
+        return std::nullopt;
+    }
+    if ((flags & CLONE_THREAD) == 0) {
+        // A new process sharing (CLONE_VM) or copying memory: not ours to keep.
+        if ((flags & CLONE_VM) == 0) {
+            try {
+                process_memory child_mem(child.value);
+                for (auto& [addr, e] : sites_)
+                    if (e.site->is_inserted())
+                        child_mem.write(addr, e.site->saved_bytes());
+            } catch (const error&) {
+            }
+        }
+        ptrace_call(PTRACE_DETACH, child, nullptr, nullptr);
+        if (!is_holding())
+            restart(parent);
+        return std::nullopt;
+    }
+
+    auto t = std::make_unique<task>();
+    t->tid = child;
+    t->stopped = true;
+    if (auto regs = registers::read(child))
+        t->thread_pointer = regs->thread_pointer();
+    tasks_[child] = std::move(t);
+    parent.newest_clone_child = child;
+    return stop_event{stop_kind::thread_created, parent.tid, child, {}, 0};
+}
+
+void traced_process::on_fork(task& parent, bool is_vfork)
+{
+    unsigned long msg = 0;
+    ptrace_call(PTRACE_GETEVENTMSG, parent.tid, nullptr, &msg);
+    tid_t child{static_cast<pid_t>(msg)};
+    auto first = wait_first_stop(child);
+    if (!first || !first->is_stop())
+        return;
+    // A forked child has its own copy of our patched text: put the original
+    // bytes back before letting it go. A vfork child shares our memory, so
+    // its bytes are the parent's and must stay.
+    if (!is_vfork) {
+        try {
+            process_memory child_mem(child.value);
+            for (auto& [addr, e] : sites_)
+                if (e.site->is_inserted())
+                    child_mem.write(addr, e.site->saved_bytes());
+        } catch (const error& e) {
+            log::debug("cleaning fork child {}: {}", child.value, e.what());
+        }
+    }
+    ptrace_call(PTRACE_DETACH, child, nullptr, nullptr);
+    log::debug("{} child {} detached", is_vfork ? "vfork" : "fork", child.value);
+}
+
+std::optional<stop_event> traced_process::on_exec(tid_t tid)
+{
+    // The exec'ing thread now has the leader's TID; every other thread is gone
+    // and the new image has none of our breakpoints.
+    tid_t leader{pid_};
+    for (auto it = tasks_.begin(); it != tasks_.end();)
+        it = it->first == tid ? std::next(it) : tasks_.erase(it);
+    if (tid != leader) {
+        auto node = tasks_.extract(tid);
+        if (!node.empty()) {
+            node.key() = leader;
+            node.mapped()->tid = leader;
+            tasks_.insert(std::move(node));
+        }
+    }
+    sites_.clear();
+    queue_.erase(std::remove_if(queue_.begin(), queue_.end(),
+                                [](const stop_event& e) { return e.kind != stop_kind::process_exited; }),
+                 queue_.end());
+    memory_->reopen();
+    task& t = *find_task(leader);
+    t.stopped = true;
+    t.trap_site = {};
+    t.trap_regs.reset();
+    t.interrupt_pending = false;
+    t.newest_clone_child = {};
+    if (auto regs = registers::read(leader))
+        t.thread_pointer = regs->thread_pointer();
+    return stop_event{stop_kind::exec, leader, {}, {}, 0};
+}
+
+// ---------------------------------------------------------------- run control
+
+void traced_process::resume(tid_t tid)
+{
+    task* t = find_task(tid);
+    if (t == nullptr)
+        return;
+    t->needs_owner = false;
+    if (!is_holding() && t->stopped)
+        restart(*t);
+}
+
+void traced_process::restart(task& t)
+{
+    if (!t.stopped)
+        return;
+    int err = 0;
+    if (t.in_group_stop && t.trap_site.is_null()) {
+        err = ptrace_call(PTRACE_LISTEN, t.tid, nullptr, nullptr);
+    } else {
+        if (!t.trap_site.is_null()) {
+            auto it = sites_.find(t.trap_site);
+            if (it == sites_.end() || !it->second.site->is_inserted()) {
+                // The site went away meanwhile: re-execute the original bytes.
+                if (auto regs = registers::read(t.tid)) {
+                    regs->set_pc(t.trap_site);
+                    regs->write(t.tid);
+                }
+            } else {
+                breakpoint_site& site = *it->second.site;
+                switch (site.kind()) {
+                case step_over_kind::resume_in_place:
+                    break;  // the pc already sits on the `ret` after the trap byte
+                case step_over_kind::emulate_return: {
+                    registers regs = t.trap_regs ? *t.trap_regs : registers::read(t.tid).value_or(registers{});
+                    std::uint64_t ret_addr = 0;
+                    memory_->read_value(regs.sp(), ret_addr);
+                    regs.set_pc(target_addr{ret_addr});
+                    regs.set_sp(regs.sp() + 8);
+                    regs.write(t.tid);
+                    break;
+                }
+                case step_over_kind::single_step:
+                    step_over_single(t, site);
+                    break;
+                }
+            }
+            t.trap_site = {};
+            t.trap_regs.reset();
+        }
+        err = ptrace_call(PTRACE_CONT, t.tid, nullptr, as_ptr(t.pending_signal));
+        if (t.in_group_stop && err == 0)
+            t.in_group_stop = false;
+    }
+    t.pending_signal = 0;
+    t.stopped = false;
+    if (err != 0 && err != ESRCH)
+        throw error::from_errno(err, fmt::format("resuming task {}", t.tid.value));
+}
+
+void traced_process::step_over_single(task& t, breakpoint_site& site)
+{
+    // Other threads must not run past the site while its bytes are lifted.
+    bool stopped_others = false;
+    if (!is_holding()) {
+        stop_all();
+        stopped_others = true;
+    }
+    struct relift_guard {
+        traced_process* self;
+        breakpoint_site& site;
+        bool stopped_others;
+        ~relift_guard()
+        {
+            site.reinsert(*self->memory_);
+            if (stopped_others)
+                self->release_all();
+        }
+    } guard{this, site, stopped_others};
+
+    site.lift(*memory_);
+    if (auto regs = registers::read(t.tid)) {
+        regs->set_pc(site.address());
+        regs->write(t.tid);
+    }
+    for (int attempt = 0; attempt < 16; ++attempt) {
+        if (ptrace_call(PTRACE_SINGLESTEP, t.tid, nullptr, nullptr) != 0)
+            return;
+        auto ws = waiter_->wait_for(t.tid);
+        if (!ws)
+            return;
+        if (ws->kind() == wait_kind::signal_stop && ws->signal() == SIGTRAP)
+            return;
+        if (ws->kind() == wait_kind::signal_stop) {
+            // A signal arrived before the step: keep it for the final resume.
+            t.pending_signal = ws->signal();
+            ++t.signals_received;
+            continue;
+        }
+        if (!ws->is_stop()) {
+            forget_task(t.tid);
+            return;
+        }
+        if (auto ev = handle_status(t.tid, *ws))
+            queue_.push_back(*ev);
+        return;
+    }
+}
+
+void traced_process::stop_all()
+{
+    ++hold_depth_;
+    if (gone_)
+        return;
+    for (auto& [tid, t] : tasks_) {
+        if (t->stopped || t->interrupt_pending)
+            continue;
+        if (int err = ptrace_call(PTRACE_INTERRUPT, tid, nullptr, nullptr); err == 0)
+            t->interrupt_pending = true;
+    }
+    auto any_running = [&] {
+        for (auto& [tid, t] : tasks_)
+            if (!t->stopped)
+                return true;
+        return false;
+    };
+    while (!gone_ && any_running()) {
+        auto status = waiter_->wait_any(stop_all_timeout_ms);
+        if (!status) {
+            std::string stuck;
+            for (auto& [tid, t] : tasks_)
+                if (!t->stopped)
+                    stuck += fmt::format(" {}", tid.value);
+            throw error::target(fmt::format("tasks did not stop within {} s:{}", stop_all_timeout_ms / 1000, stuck));
+        }
+        if (auto ev = handle_status(status->first, status->second)) {
+            if (task* t = find_task(ev->tid); t != nullptr && t->stopped)
+                t->needs_owner = true;
+            if (ev->kind == stop_kind::thread_created)
+                if (task* c = find_task(ev->child); c != nullptr)
+                    c->needs_owner = true;
+            queue_.push_back(*ev);
+        }
+        // Tasks born meanwhile are stopped at birth; nothing else to interrupt.
+    }
+}
+
+void traced_process::release_all()
+{
+    if (hold_depth_ > 0)
+        --hold_depth_;
+    if (hold_depth_ > 0 || gone_)
+        return;
+    for (auto& [tid, t] : tasks_)
+        if (t->stopped && !t->needs_owner)
+            restart(*t);
+}
+
+// ---------------------------------------------------------------- detach / kill
+
+void traced_process::detach()
+{
+    if (gone_ || detached_)
+        return;
+    try {
+        stop_all();
+    } catch (const error& e) {
+        // Detach what can be detached; a task that never stopped keeps running.
+        std::fprintf(stderr, "tdctl: %s\n", e.what());
+    }
+    // Finish every trap: a thread past a trap byte re-executes the original
+    // instruction once the bytes are back.
+    for (auto& [tid, t] : tasks_) {
+        if (!t->trap_site.is_null()) {
+            if (auto regs = registers::read(tid)) {
+                regs->set_pc(t->trap_site);
+                regs->write(tid);
+            }
+            t->trap_site = {};
+        }
+    }
+    for (auto& [addr, e] : sites_)
+        e.site->remove(*memory_);
+    sites_.clear();
+    for (auto& [tid, t] : tasks_) {
+        int sig = t->pending_signal;
+        ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(sig));
+    }
+    tasks_.clear();
+    queue_.clear();
+    detached_ = true;
+    hold_depth_ = 0;
+    log::debug("detached from {}", pid_);
+}
+
+void traced_process::kill()
+{
+    if (gone_)
+        return;
+    ::kill(pid_, SIGKILL);
+    sites_.clear();
+    for (int i = 0; i < 100000 && !gone_; ++i) {
+        auto status = waiter_->wait_any(5000);
+        if (!status)
+            break;
+        if (status->first.value == pid_ && !status->second.is_stop()) {
+            gone_ = true;
+            exit_status_ = status->second.raw();
+        }
+    }
+    tasks_.clear();
+    queue_.clear();
+    gone_ = true;
+}
+
+std::optional<int> traced_process::wait_launched_exit(int timeout_ms)
+{
+    if (exit_status_)
+        return exit_status_;
+    if (!launched_)
+        return std::nullopt;
+    long long waited = 0;
+    for (;;) {
+        int status = 0;
+        pid_t r = ::waitpid(pid_, &status, WNOHANG);
+        if (r == pid_) {
+            exit_status_ = status;
+            gone_ = true;
+            return status;
+        }
+        if (r < 0)
+            return std::nullopt;
+        if (timeout_ms >= 0 && waited >= timeout_ms)
+            return std::nullopt;
+        ::usleep(2000);
+        waited += 2;
+    }
+}
+
+}  // namespace tdctl::ptrace

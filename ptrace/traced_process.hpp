@@ -1,0 +1,178 @@
+// The traced process: an owner object created only by attach() or launch().
+// It seizes every task, runs the one wait loop, keeps breakpoint sites, and
+// its destructor (or detach()) puts back every byte it wrote and detaches.
+//
+// Run control is non-stop: each task stops and resumes on its own. Stops the
+// owner must see come out of next_event() as stop_event values with the
+// task(s) left stopped until resume(); everything else (signals passed on,
+// group-stops kept with PTRACE_LISTEN, fork children cleaned and detached,
+// stale interrupts) is handled here.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <sys/types.h>
+
+#include "base/types.hpp"
+#include "ptrace/breakpoint_site.hpp"
+#include "ptrace/process_memory.hpp"
+#include "ptrace/registers_x86_64.hpp"
+#include "ptrace/waiter.hpp"
+
+namespace tdctl::ptrace {
+
+enum class stop_kind {
+    breakpoint,       ///< tid trapped on the site at `address`; resume(tid) does the step-over
+    thread_created,   ///< tid (parent, at its clone event) made `child` (at its first stop); both stopped
+    thread_exiting,   ///< tid is at PTRACE_EVENT_EXIT, still readable; stopped
+    thread_exited,    ///< tid is gone (reaped); nothing to resume
+    exec,             ///< tid (now the leader) runs a new image; every other task and every site is gone; stopped
+    process_exited,   ///< every task is gone; `status` is the leader's raw wait status
+};
+
+const char* stop_kind_name(stop_kind k);
+
+struct stop_event {
+    stop_kind kind;
+    tid_t tid;
+    tid_t child;            ///< thread_created: the new LWP
+    target_addr address;    ///< breakpoint: the site
+    int status = 0;         ///< process_exited / thread_exited: raw wait status
+};
+
+/// What the controller knows about one LWP of the target.
+struct task_info {
+    tid_t tid;
+    bool stopped = false;          ///< in a ptrace-stop now
+    bool in_group_stop = false;    ///< stopped by SIGSTOP & co.; kept stopped with PTRACE_LISTEN
+    bool exiting = false;          ///< passed PTRACE_EVENT_EXIT
+    target_addr thread_pointer;    ///< fs_base when last seen stopped; for glibc the struct pthread address
+    tid_t newest_clone_child;      ///< the last thread this task created (from its clone event)
+    std::uint64_t signals_received = 0;  ///< signal-delivery-stops seen while attached
+};
+
+struct launch_options {
+    std::vector<std::string> argv;                 ///< argv[0] is looked up in PATH
+    std::vector<std::string> extra_env;            ///< "NAME=value", set in the child
+};
+
+class traced_process {
+public:
+    /// Seizes every task of `pid` (re-reading /proc/PID/task until a pass finds
+    /// no new TID), then stops them all. Returns with every task stopped and
+    /// held: call release_all() when set up. Throws tdctl::error with one
+    /// actionable line: no such process, permission denied and why, kernel
+    /// thread, the controller itself, already traced (and by whom).
+    static std::unique_ptr<traced_process> attach(pid_t pid);
+
+    /// Starts argv under trace and runs it to its entry point (AT_ENTRY), where
+    /// the dynamic loader has mapped the libraries and no code of the program
+    /// itself has run. Returns held, like attach(). Throws tdctl::error if the
+    /// program cannot be started (the child's errno is reported).
+    static std::unique_ptr<traced_process> launch(const launch_options& opts);
+
+    ~traced_process();
+    traced_process(const traced_process&) = delete;
+    traced_process& operator=(const traced_process&) = delete;
+
+    pid_t pid() const { return pid_; }
+    bool was_launched() const { return launched_; }
+    /// False once the process has exited, been detached or killed.
+    bool is_alive() const { return !gone_; }
+    bool is_detached() const { return detached_; }
+    process_memory& memory() { return *memory_; }
+
+    std::vector<tid_t> tids() const;
+    const task_info* find(tid_t tid) const;
+    /// Re-reads fs_base of a stopped task (std::nullopt if running or gone).
+    std::optional<target_addr> refresh_thread_pointer(tid_t tid);
+
+    /// Inserts (or adds a reason to) the site at addr; `function_size` (st_size
+    /// of the function there, bytes) lets a one-byte `ret` use resume-in-place.
+    /// Throws tdctl::error if the code cannot be read or written.
+    const breakpoint_site& add_breakpoint(target_addr addr, std::uint64_t function_size);
+    /// Drops one reason; the last one removes the site. Must be called with
+    /// every task stopped (hold) so no thread is between trap and report.
+    void remove_breakpoint(target_addr addr);
+    const breakpoint_site* site_at(target_addr addr) const;
+    std::vector<const breakpoint_site*> sites() const;
+
+    /// Next stop the owner must handle: queued ones first, then from the wait
+    /// loop for at most timeout_ms (0: poll; -1: until one comes).
+    std::optional<stop_event> next_event(int timeout_ms);
+    bool has_queued_events() const { return !queue_.empty(); }
+
+    /// The owner is done with tid's stop: restart it (deferred while held).
+    void resume(tid_t tid);
+
+    /// Stops every running task and waits until all are stopped; nests.
+    /// Stops that arrive meanwhile are queued for next_event().
+    void stop_all();
+    /// Undoes one stop_all(); at the outermost, restarts every stopped task the
+    /// owner is not holding for an unhandled event.
+    void release_all();
+    bool is_held() const { return hold_depth_ > 0; }
+
+    /// Puts back every site's bytes (finishing any thread's trap first) and
+    /// detaches every task, leaving group-stopped tasks stopped.
+    void detach();
+    /// SIGKILL the process and reap every task.
+    void kill();
+
+    /// For poll(): readable when a wait status may be pending.
+    int wait_fd() const { return waiter_->fd(); }
+
+    /// For a launched process after detach(): wait for it to finish, at most
+    /// timeout_ms (-1: no bound). Returns the raw wait status.
+    std::optional<int> wait_launched_exit(int timeout_ms);
+
+    /// After an exec event: runs the new image to its entry point (where the
+    /// loader has mapped its libraries), queueing any other stop. Returns held.
+    void run_to_entry();
+
+    /// Raw wait status of the leader once the process exited.
+    std::optional<int> exit_status() const { return exit_status_; }
+
+private:
+    struct task;
+    traced_process(pid_t pid, bool launched);
+
+    void seize(tid_t tid, bool is_leader);
+    std::optional<stop_event> handle_status(tid_t tid, wait_status ws);
+    std::optional<stop_event> on_breakpoint_trap(task& t);
+    std::optional<stop_event> on_clone(task& parent);
+    void on_fork(task& parent, bool is_vfork);
+    std::optional<stop_event> on_exec(tid_t tid);
+    std::optional<wait_status> wait_first_stop(tid_t child);
+    void restart(task& t);
+    void step_over_single(task& t, breakpoint_site& site);
+    void hold_stopped(task& t);
+    task* find_task(tid_t tid);
+    void forget_task(tid_t tid);
+    bool is_holding() const { return hold_depth_ > 0; }
+
+    pid_t pid_;
+    bool launched_;
+    bool gone_ = false;
+    bool detached_ = false;
+    std::optional<int> exit_status_;
+    std::unique_ptr<waiter> waiter_;
+    std::unique_ptr<process_memory> memory_;
+    std::map<tid_t, std::unique_ptr<task>> tasks_;
+    std::unordered_map<tid_t, wait_status> early_stops_;   // new clones whose first stop beat the parent's event
+    struct site_entry {
+        std::unique_ptr<breakpoint_site> site;
+        int reasons = 0;
+    };
+    std::map<target_addr, site_entry> sites_;
+    std::deque<stop_event> queue_;
+    int hold_depth_ = 0;
+};
+
+}  // namespace tdctl::ptrace

@@ -1,0 +1,97 @@
+#include "ptrace/waiter.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/error.hpp"
+#include "base/log.hpp"
+
+namespace tdctl::ptrace {
+
+namespace {
+long long now_ms()
+{
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+}  // namespace
+
+waiter::waiter()
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    if (int err = pthread_sigmask(SIG_BLOCK, &set, nullptr); err != 0)
+        throw error::from_errno(err, "blocking SIGCHLD");
+    int fd = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (fd < 0)
+        throw error::from_errno(errno, "signalfd(SIGCHLD)");
+    fd_.reset(fd);
+}
+
+void waiter::drain_fd()
+{
+    signalfd_siginfo info[16];
+    while (::read(fd_.get(), info, sizeof info) > 0) {
+    }
+}
+
+std::optional<std::pair<tid_t, wait_status>> waiter::wait_any(int timeout_ms)
+{
+    long long deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    for (;;) {
+        int status = 0;
+        pid_t r = ::waitpid(-1, &status, __WALL | WNOHANG);
+        if (r > 0) {
+            auto ws = wait_status::decode(status);
+            log::debug("wait: task {} {}", r, ws.to_string());
+            return std::pair{tid_t{r}, ws};
+        }
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == ECHILD)
+                return std::nullopt;
+            throw error::from_errno(errno, "waitpid");
+        }
+        int wait_ms = -1;
+        if (deadline >= 0) {
+            long long left = deadline - now_ms();
+            if (left <= 0)
+                return std::nullopt;
+            wait_ms = static_cast<int>(left);
+        }
+        pollfd p{fd_.get(), POLLIN, 0};
+        int n = ::poll(&p, 1, wait_ms);
+        if (n < 0 && errno != EINTR)
+            throw error::from_errno(errno, "poll on SIGCHLD");
+        drain_fd();
+    }
+}
+
+std::optional<wait_status> waiter::wait_for(tid_t tid)
+{
+    for (;;) {
+        int status = 0;
+        pid_t r = ::waitpid(tid.value, &status, __WALL);
+        if (r == tid.value) {
+            auto ws = wait_status::decode(status);
+            log::debug("wait: task {} {}", r, ws.to_string());
+            return ws;
+        }
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && errno == ECHILD)
+            return std::nullopt;
+        if (r < 0)
+            throw error::from_errno(errno, fmt::format("waitpid({})", tid.value));
+    }
+}
+
+}  // namespace tdctl::ptrace

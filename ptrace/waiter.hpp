@@ -1,0 +1,41 @@
+// The one place tdctl calls waitpid(): always with __WALL, never blocking
+// without a bound. Readiness comes from a signalfd for SIGCHLD, so the same
+// descriptor can sit in the command loop's poll() next to the terminal.
+#pragma once
+
+#include <optional>
+#include <utility>
+
+#include "base/types.hpp"
+#include "base/unique_fd.hpp"
+#include "ptrace/wait_status.hpp"
+
+namespace tdctl::ptrace {
+
+class waiter {
+public:
+    /// Blocks SIGCHLD in the calling thread and opens a signalfd for it.
+    /// Throws tdctl::error (os) on failure.
+    waiter();
+
+    /// One status from any traced task or child: waitpid(-1, __WALL|WNOHANG),
+    /// then waits on the signalfd for at most timeout_ms (-1: no bound — only
+    /// for callers that know a status must come, such as a task we just
+    /// killed). std::nullopt on timeout or when there is no child at all.
+    std::optional<std::pair<tid_t, wait_status>> wait_any(int timeout_ms);
+
+    /// waitpid(tid, __WALL), blocking: only for a task whose next status is
+    /// known to be imminent (a new clone's first stop, a single-step).
+    std::optional<wait_status> wait_for(tid_t tid);
+
+    /// The signalfd, readable when SIGCHLD is pending (for poll()).
+    int fd() const { return fd_.get(); }
+
+    /// Reads and discards pending SIGCHLD notifications from the signalfd.
+    void drain_fd();
+
+private:
+    unique_fd fd_;
+};
+
+}  // namespace tdctl::ptrace

@@ -1,0 +1,34 @@
+// /proc/PID/maps, parsed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace tdctl::symbols {
+
+/// One line of /proc/PID/maps.
+struct map_entry {
+    std::uint64_t start = 0;    ///< first byte, target address
+    std::uint64_t end = 0;      ///< one past the last byte
+    bool readable = false, writable = false, executable = false, shared = false;
+    std::uint64_t offset = 0;   ///< file offset of `start`, bytes
+    unsigned dev_major = 0, dev_minor = 0;
+    std::uint64_t inode = 0;
+    std::string path;           ///< as printed, without a " (deleted)" suffix; may be empty or "[heap]" etc.
+    bool deleted = false;       ///< the kernel appended " (deleted)"
+
+    bool is_file_backed() const { return inode != 0 && !path.empty() && path.front() == '/'; }
+};
+
+/// Parses the text of a maps file. Malformed lines are skipped. Paths may
+/// contain spaces.
+std::vector<map_entry> parse_maps(std::string_view text);
+
+/// Reads and parses /proc/PID/maps. Throws tdctl::error (os) if it cannot be read.
+std::vector<map_entry> read_maps(pid_t pid);
+
+}  // namespace tdctl::symbols

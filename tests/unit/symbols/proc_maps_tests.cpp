@@ -1,0 +1,131 @@
+// parse_maps / read_maps on canned text and on the test process itself.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include <unistd.h>
+
+#include "base/error.hpp"
+#include "symbols/proc_maps.hpp"
+
+using tdctl::symbols::map_entry;
+using tdctl::symbols::parse_maps;
+using tdctl::symbols::read_maps;
+
+TEST_CASE("parse_maps reads a normal file-backed line")
+{
+    auto maps = parse_maps(
+        "7f8940fda000-7f8941130000 r-xp 00026000 fe:00 332835                     "
+        "/usr/lib/x86_64-linux-gnu/libc.so.6\n");
+    REQUIRE(maps.size() == 1);
+    const map_entry& e = maps[0];
+    CHECK(e.start == 0x7f8940fda000);
+    CHECK(e.end == 0x7f8941130000);
+    CHECK(e.readable);
+    CHECK_FALSE(e.writable);
+    CHECK(e.executable);
+    CHECK_FALSE(e.shared);
+    CHECK(e.offset == 0x26000);
+    CHECK(e.dev_major == 0xfe);
+    CHECK(e.dev_minor == 0);
+    CHECK(e.inode == 332835);
+    CHECK(e.path == "/usr/lib/x86_64-linux-gnu/libc.so.6");
+    CHECK_FALSE(e.deleted);
+    CHECK(e.is_file_backed());
+}
+
+TEST_CASE("parse_maps keeps spaces inside paths and strips (deleted)")
+{
+    auto maps = parse_maps(
+        "00400000-00401000 r--p 00000000 08:01 42 /tmp/my dir/a b.so\n"
+        "7f0000000000-7f0000001000 rw-s 00001000 103:05 77   /tmp/gone lib.so (deleted)\n"
+        "7f0000002000-7f0000003000 r--p 00000000 08:01 78 /tmp/trailing space \n");
+    REQUIRE(maps.size() == 3);
+    CHECK(maps[0].path == "/tmp/my dir/a b.so");
+    CHECK_FALSE(maps[0].deleted);
+
+    CHECK(maps[1].path == "/tmp/gone lib.so");
+    CHECK(maps[1].deleted);
+    CHECK(maps[1].shared);
+    CHECK(maps[1].writable);
+    CHECK(maps[1].offset == 0x1000);
+    CHECK(maps[1].dev_major == 0x103);
+    CHECK(maps[1].dev_minor == 5);
+    CHECK(maps[1].is_file_backed());
+
+    // Only the kernel's suffix is removed, not other trailing characters.
+    CHECK(maps[2].path == "/tmp/trailing space ");
+}
+
+TEST_CASE("parse_maps handles anonymous and special mappings")
+{
+    auto maps = parse_maps(
+        "55a3d49ce000-55a3d49ef000 rw-p 00000000 00:00 0                          [heap]\n"
+        "7f8940f31000-7f8940f53000 rw-p 00000000 00:00 0 \n"
+        "7f8940f60000-7f8940f61000 ---p 00000000 00:00 0\n"
+        "7f89411a9000-7f89411ab000 r-xp 00000000 00:00 0                          [vdso]\n"
+        "7fffdb66f000-7fffdb690000 rw-p 00000000 00:00 0                          [stack]\n"
+        "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]\n");
+    REQUIRE(maps.size() == 6);
+    CHECK(maps[0].path == "[heap]");
+    CHECK(maps[1].path.empty());
+    CHECK(maps[2].path.empty());
+    CHECK_FALSE(maps[2].readable);
+    CHECK(maps[3].path == "[vdso]");
+    CHECK(maps[3].executable);
+    CHECK(maps[4].path == "[stack]");
+    CHECK(maps[5].start == 0xffffffffff600000);
+    CHECK(maps[5].end == 0xffffffffff601000);
+    for (const map_entry& e : maps) {
+        CHECK_FALSE(e.is_file_backed());
+        CHECK_FALSE(e.deleted);
+    }
+}
+
+TEST_CASE("parse_maps skips malformed lines and keeps the good ones")
+{
+    auto maps = parse_maps(
+        "garbage\n"
+        "\n"
+        "00400000 r--p 00000000 08:01 42 /no/end/address\n"
+        "00400000-00401000 r--p 00000000 08:01\n"
+        "00400000-00401000 r-p 00000000 08:01 42 /short/perms\n"
+        "00401000-00400000 r--p 00000000 08:01 42 /end/before/start\n"
+        "00400000-00401000 r--p zz 08:01 42 /bad/offset\n"
+        "00400000-00401000 r--p 00000000 08:01 42x /bad/inode\n"
+        "00600000-00601000 rw-p 00002000 08:01 42 /good\n"
+        "00700000-00701000 r--p 00000000 08:01 43 /no/newline/at/end");
+    REQUIRE(maps.size() == 2);
+    CHECK(maps[0].path == "/good");
+    CHECK(maps[0].start == 0x600000);
+    CHECK(maps[0].offset == 0x2000);
+    CHECK(maps[1].path == "/no/newline/at/end");
+}
+
+TEST_CASE("read_maps of the test process contains this executable and the stack")
+{
+    auto maps = read_maps(::getpid());
+    REQUIRE_FALSE(maps.empty());
+    char exe[4096];
+    ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+    REQUIRE(n > 0);
+    exe[n] = '\0';
+    CHECK(std::ranges::any_of(maps, [&](const map_entry& e) { return e.path == exe && e.executable; }));
+    CHECK(std::ranges::any_of(maps, [](const map_entry& e) { return e.path == "[stack]"; }));
+    // The address of a local variable lies in some mapping.
+    int local = 0;
+    auto here = reinterpret_cast<std::uint64_t>(&local);
+    CHECK(std::ranges::any_of(maps, [&](const map_entry& e) { return here >= e.start && here < e.end; }));
+}
+
+TEST_CASE("read_maps of a process that does not exist throws an OS error")
+{
+    // PID 0 never has a /proc entry.
+    try {
+        read_maps(0);
+        FAIL("read_maps(0) did not throw");
+    } catch (const tdctl::error& e) {
+        CHECK(e.domain() == tdctl::error_domain::os);
+        CHECK(e.code() == ENOENT);
+    }
+}
