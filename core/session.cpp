@@ -110,23 +110,36 @@ void session::journal_global_mask()
         journal_global_ = *m;
 }
 
-void session::journal_thread(target_addr handle)
+bool session::journal_thread(target_addr handle)
 {
     if (!agent_)
-        return;
+        return false;
     if (handle.is_null()) {
         if (!journal_initial_)
             if (auto v = agent_->protocol().read_initial_report_events())
                 journal_initial_ = *v;
-        return;
+        return true;
     }
-    auto& j = journal_threads_[handle];
-    if (!j.report_events)
-        if (auto v = agent_->protocol().read_report_events(handle))
-            j.report_events = *v;
-    if (!j.mask)
-        if (auto v = agent_->protocol().read_thread_mask(handle))
-            j.mask = *v;
+    if (!record_original_.contains(handle)) {
+        auto& p = agent_->protocol();
+        auto on = p.read_report_events(handle);
+        auto mask = p.read_thread_mask(handle);
+        if (!on || !mask)
+            return false;
+        record_original_[handle] = record_state{*on, *mask};
+    }
+    touched_.insert(handle);
+    return true;
+}
+
+void session::restore_record(target_addr handle)
+{
+    auto it = record_original_.find(handle);
+    if (it == record_original_.end() || !agent_)
+        return;
+    auto& p = agent_->protocol();
+    (void)p.write_report_events(handle, it->second.report_events);
+    (void)p.write_thread_mask(handle, it->second.mask);
 }
 
 void session::restore_journal()
@@ -138,21 +151,16 @@ void session::restore_journal()
         (void)p.write_global_mask(*journal_global_);
     if (journal_initial_)
         (void)p.write_initial_report_events(*journal_initial_);
-    // Only threads still alive: a dead thread's record may be reused memory.
+    // Only records of live threads: a dead thread's record may be reused memory.
     std::set<target_addr> live;
     if (auto records = p.thread_records())
         live.insert(records->begin(), records->end());
-    for (const auto& [handle, j] : journal_threads_) {
-        if (!live.contains(handle))
-            continue;
-        if (j.report_events)
-            (void)p.write_report_events(handle, *j.report_events);
-        if (j.mask)
-            (void)p.write_thread_mask(handle, *j.mask);
-    }
+    for (target_addr handle : touched_)
+        if (live.contains(handle))
+            restore_record(handle);
     journal_global_.reset();
     journal_initial_.reset();
-    journal_threads_.clear();
+    touched_.clear();
 }
 
 td_status session::ta_set_event(const td_thr_events_t& events)
@@ -236,7 +244,8 @@ void session::enable_thread_for_watch(target_addr handle)
             return;
         armed_->enable_before[handle] = *before;
     }
-    journal_thread(handle);
+    if (!journal_thread(handle))
+        return;
     (void)p.write_report_events(handle, true);
 }
 
@@ -434,10 +443,11 @@ void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& o
         on_thread_created(ev);
         return;
     case stop_kind::thread_exiting:
-        on_thread_exiting(ev);
+        on_thread_exiting(ev, out, silent);
         return;
     case stop_kind::thread_exited:
         last_clone_child_.erase(ev.tid);
+        death_reported_.erase(ev.tid);
         return;
     case stop_kind::exec:
         on_exec(out);
@@ -532,6 +542,8 @@ std::optional<events::event_message> session::drain(td_event_e event, tid_t repo
     msg.handle = handle;
     msg.tid = subject;
     msg.data = handle.value;
+    if (event == TD_DEATH)
+        death_reported_.insert(subject);
     if (auto buf = p.read_buffer(handle); buf) {
         if (buf->eventnum == event)
             msg.data = buf->eventdata;
@@ -552,10 +564,10 @@ void session::on_thread_created(const ptrace::stop_event& ev)
             // Only a thread of the library: its record's tid is already set
             // (CLONE_PARENT_SETTID) when the parent reports the clone.
             auto tid = agent_->protocol().read_tid(t->thread_pointer);
-            if (tid && *tid == ev.child.value) {
-                // A record the session saw before belonged to a dead thread.
-                armed_->enable_before.erase(t->thread_pointer);
-                journal_threads_.erase(t->thread_pointer);
+            if (tid && *tid == ev.child.value && journal_thread(t->thread_pointer)) {
+                // Born now, so its flag "before" is the record's own original,
+                // not what a dead thread left in it.
+                armed_->enable_before[t->thread_pointer] = record_original_[t->thread_pointer].report_events;
                 enable_thread_for_watch(t->thread_pointer);
             }
         }
@@ -564,9 +576,47 @@ void session::on_thread_created(const ptrace::stop_event& ev)
     process_->resume(ev.tid);
 }
 
-void session::on_thread_exiting(const ptrace::stop_event& ev)
+void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent)
 {
     last_clone_child_.erase(ev.tid);
+    bool reported = death_reported_.erase(ev.tid) > 0;
+    // A thread killed by exit_group (or by the exec of another thread) never
+    // reaches the TD_DEATH reporting address, yet it did terminate. While
+    // TD_DEATH is armed, such a thread gets its message from its exit stop —
+    // if it reports events at all. The main thread's end is the process's.
+    bool death_armed =
+        armed_ && std::find(armed_->events.begin(), armed_->events.end(), TD_DEATH) != armed_->events.end();
+    if (death_armed && !reported && agent_ && ev.tid.value != pid()) {
+        if (auto tp = thread_pointer(ev.tid)) {
+            auto& p = agent_->protocol();
+            auto tid = p.read_tid(*tp);
+            auto on = p.read_report_events(*tp);
+            if (tid && *tid == ev.tid.value && on && *on) {
+                (void)p.clear_buffer(*tp);
+                (void)p.unlink(*tp);
+                if (!silent) {
+                    session_event se;
+                    se.what = session_event::kind::message;
+                    se.message.event = TD_DEATH;
+                    se.message.tid = ev.tid;
+                    se.message.handle = *tp;
+                    se.message.data = tp->value;
+                    se.message.reporter = ev.tid;
+                    se.message.time = seconds_since_start();
+                    se.message.name = thread_name(ev.tid);
+                    se.message.origin = "lwp-exit";
+                    out.push_back(std::move(se));
+                }
+            }
+        }
+    }
+    // Put the record back as we found it before the thread library caches it
+    // for the next thread.
+    if (auto tp = thread_pointer(ev.tid); tp && touched_.erase(*tp) > 0) {
+        restore_record(*tp);
+        if (armed_)
+            armed_->enable_before.erase(*tp);
+    }
     process_->resume(ev.tid);
 }
 
@@ -580,7 +630,8 @@ void session::on_exec(std::vector<session_event>& out)
     last_clone_child_.clear();
     journal_global_.reset();
     journal_initial_.reset();
-    journal_threads_.clear();
+    touched_.clear();
+    record_original_.clear();
     process_->run_to_entry();
     load_symbols();
     session_event se;

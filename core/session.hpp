@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <thread_db.h>
@@ -129,11 +130,13 @@ private:
     void handle(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
     void on_breakpoint(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
     void on_thread_created(const ptrace::stop_event& ev);
-    void on_thread_exiting(const ptrace::stop_event& ev);
+    void on_thread_exiting(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
     void on_exec(std::vector<session_event>& out);
     std::optional<events::event_message> drain(td_event_e event, tid_t reporter);
     void enable_thread_for_watch(target_addr handle);
-    void journal_thread(target_addr handle);
+    /// Remembers a record's original values before the first write to it.
+    bool journal_thread(target_addr handle);
+    void restore_record(target_addr handle);
     void journal_global_mask();
     void restore_journal();
     void drain_queued_silently();
@@ -148,6 +151,7 @@ private:
     // Reporting address -> event, for every site planted by arm() or plant_stops().
     std::unordered_map<target_addr, td_event_e> site_events_;
     std::unordered_map<tid_t, tid_t> last_clone_child_;   // creator -> newest clone child (for TD_CREATE)
+    std::unordered_set<tid_t> death_reported_;            // LWPs whose TD_DEATH came through the reporting address
 
     struct armed_state {
         std::vector<td_event_e> events;
@@ -160,14 +164,20 @@ private:
     bool held_ = false;
     tid_t stopped_reporter_;
 
-    // Attach-time values of everything we wrote, for detach.
-    struct thread_journal {
-        std::optional<bool> report_events;
-        std::optional<td_thr_events_t> mask;
+    // What every record we wrote held before our first write, kept for the
+    // whole session: glibc reuses a dead thread's record (its stack) for a new
+    // thread without resetting the enable flag, so a value read at a later
+    // birth may be our own leftover.
+    struct record_state {
+        bool report_events = false;
+        td_thr_events_t mask{};
     };
+    std::unordered_map<target_addr, record_state> record_original_;
+    // Live records whose flag or mask we changed: restored when the thread
+    // exits (so its cached record is clean for the next thread) or at detach.
+    std::unordered_set<target_addr> touched_;
     std::optional<td_thr_events_t> journal_global_;
     std::optional<bool> journal_initial_;
-    std::unordered_map<target_addr, thread_journal> journal_threads_;
 };
 
 }  // namespace tdctl::core

@@ -19,6 +19,10 @@ struct event_message {
     tid_t reporter;             ///< the LWP that hit the reporting address (0 for a manual getmsg)
     double time = 0;            ///< seconds since the controller started
     std::string name;           ///< the thread's comm (/proc/PID/task/TID/comm), may be empty
+    /// Empty when the thread library reported the event; "lwp-exit" for a
+    /// TD_DEATH the controller saw at the LWP's exit (the thread was killed,
+    /// e.g. by exit_group, before reaching the reporting address).
+    std::string origin;
 };
 
 }  // namespace tdctl::events

@@ -116,6 +116,7 @@ std::string format_event_text(const event_message& msg) {
     if (!msg.name.empty()) line += fmt::format(" ({})", printable_name(msg.name));
     line += fmt::format(" handle {:#x} data {:#x}", msg.handle.value, msg.data);
     if (msg.reporter.value != 0) line += fmt::format(" reporter {}", msg.reporter.value);
+    if (!msg.origin.empty()) line += fmt::format(" [{}]", msg.origin);
     return line;
 }
 
@@ -129,6 +130,7 @@ json_record event_to_json(const event_message& msg) {
     record["data"] = hex_addr(msg.data);
     record["reporter"] = msg.reporter.value;
     record["time"] = json_seconds(msg.time);
+    if (!msg.origin.empty()) record["origin"] = msg.origin;
     return record;
 }
 
