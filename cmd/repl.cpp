@@ -54,11 +54,18 @@ void on_line(char* line)
     std::free(line);
     if (!text.empty())
         add_history(text.c_str());
+    // libedit leaves the terminal half-prepared between lines in callback
+    // mode; taking the handler down while the command runs and installing it
+    // again afterwards gives a clean prompt and no double echo.
+    rl_callback_handler_remove();
     g_prompt_shown = false;
     g_last = g_runner->execute(text, "line " + std::to_string(++g_line_no));
-    g_prompt_shown = true;
-    if (g_last == command_status::quit || g_runner->must_exit())
+    if (g_last == command_status::quit || g_runner->must_exit()) {
         g_quit = true;
+        return;
+    }
+    rl_callback_handler_install(prompt, on_line);
+    g_prompt_shown = true;
 }
 
 }  // namespace
@@ -94,7 +101,8 @@ command_status run_repl(runner& run, core::session& session, output& out, signal
         if (fds[0].revents & (POLLIN | POLLHUP | POLLERR))
             rl_callback_read_char();
     }
-    rl_callback_handler_remove();
+    if (g_prompt_shown)
+        rl_callback_handler_remove();
     g_prompt_shown = false;
     out.set_prompt_hooks(nullptr, nullptr);
     if (!hist.empty())

@@ -1,0 +1,224 @@
+// The protocol reader over a memory image laid out like glibc's (offsets
+// chosen here, passed in as a layout): list unlinking anywhere, the cycles
+// glibc's own reporting can create, corrupted lists, masks kept on consume.
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "core/event_protocol.hpp"
+#include "events/event_set.hpp"
+
+using namespace tdctl;
+using namespace tdctl::core;
+
+namespace {
+
+class image_memory final : public target_memory {
+public:
+    std::vector<std::byte> bytes = std::vector<std::byte>(1 << 20);
+    std::uint64_t base = 0x100000;
+    std::size_t read(target_addr a, std::span<std::byte> out) override
+    {
+        if (a.value < base || a.value + out.size() > base + bytes.size())
+            return 0;
+        std::memcpy(out.data(), bytes.data() + (a.value - base), out.size());
+        return out.size();
+    }
+    bool write(target_addr a, std::span<const std::byte> in) override
+    {
+        if (a.value < base || a.value + in.size() > base + bytes.size())
+            return false;
+        std::memcpy(bytes.data() + (a.value - base), in.data(), in.size());
+        return true;
+    }
+};
+
+class image_target final : public target_access {
+public:
+    image_memory mem;
+    pid_t pid() const override { return 1; }
+    target_memory& memory() override { return mem; }
+    std::optional<symbols::symbol> lookup_symbol(std::string_view, std::string_view) override { return std::nullopt; }
+    bool has_module(std::string_view) override { return false; }
+    std::vector<tid_t> lwps() override { return {}; }
+    std::optional<target_addr> thread_pointer(tid_t) override { return std::nullopt; }
+};
+
+// Record layout: +0 tid (32), +8 report_events (8), +16 mask (2x32),
+// +24 eventnum (32), +32 eventdata (64), +40 nextevent (64), +48 list link.
+constexpr std::uint64_t record_size = 0x100;
+
+struct fixture {
+    image_target target;
+    protocol_layout layout;
+    target_addr head_var{0x100000};      // __nptl_last_event
+    target_addr mask_var{0x100010};      // __nptl_threads_events
+    target_addr list_head{0x100020};     // a list_t
+    fixture()
+    {
+        layout.tid = {32, 1, 0};
+        layout.report_events = {8, 1, 8};
+        layout.eventmask = {64, 1, 16};
+        layout.eventnum = {32, 1, 24};
+        layout.eventdata = {64, 1, 32};
+        layout.nextevent = {64, 1, 40};
+        layout.list_link = {128, 1, 48};
+        layout.list_next = {64, 1, 0};
+        layout.last_event = head_var;
+        layout.global_mask = mask_var;
+        layout.thread_list_heads = {list_head};
+    }
+    target_addr record(int i) const { return target_addr{0x101000 + i * record_size}; }
+    void put64(target_addr a, std::uint64_t v) { target.mem.write_value(a, v); }
+    std::uint64_t get64(target_addr a)
+    {
+        std::uint64_t v = 0;
+        target.mem.read_value(a, v);
+        return v;
+    }
+    // Builds the message list head -> r[0] -> r[1] ... -> 0.
+    void chain(const std::vector<int>& order)
+    {
+        put64(head_var, order.empty() ? 0 : record(order[0]).value);
+        for (std::size_t i = 0; i < order.size(); ++i)
+            put64(record(order[i]) + 40, i + 1 < order.size() ? record(order[i + 1]).value : 0);
+    }
+    std::vector<std::uint64_t> walk(std::size_t limit = 16)
+    {
+        std::vector<std::uint64_t> out;
+        for (std::uint64_t cur = get64(head_var); cur != 0 && out.size() < limit; cur = get64(target_addr{cur + 40}))
+            out.push_back(cur);
+        return out;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("unlink at head, middle and tail, and clear the link")
+{
+    for (int victim : {0, 1, 2}) {
+        fixture f;
+        f.chain({0, 1, 2});
+        event_protocol p(f.target, f.layout);
+        REQUIRE(p.unlink(f.record(victim)));
+        std::vector<std::uint64_t> expect;
+        for (int i : {0, 1, 2})
+            if (i != victim)
+                expect.push_back(f.record(i).value);
+        CHECK(f.walk() == expect);
+        CHECK(f.get64(f.record(victim) + 40) == 0);
+    }
+}
+
+TEST_CASE("unlinking a record that is not listed only clears its link")
+{
+    fixture f;
+    f.chain({0, 1});
+    f.put64(f.record(5) + 40, f.record(1).value);  // stale link
+    event_protocol p(f.target, f.layout);
+    REQUIRE(p.unlink(f.record(5)));
+    CHECK(f.walk() == std::vector<std::uint64_t>{f.record(0).value, f.record(1).value});
+    CHECK(f.get64(f.record(5) + 40) == 0);
+}
+
+TEST_CASE("glibc's re-push of the list's last record makes a cycle; unlink cuts it")
+{
+    // A -> B -> 0, then B reports again: B.next = A, head = B: B -> A -> B -> ...
+    fixture f;
+    f.chain({0, 1});
+    f.put64(f.record(1) + 40, f.record(0).value);
+    f.put64(f.head_var, f.record(1).value);
+    event_protocol p(f.target, f.layout);
+    auto listed = p.message_list();
+    REQUIRE(listed);
+    CHECK(listed->size() == 2);
+    REQUIRE(p.unlink(f.record(1)));
+    CHECK(f.walk() == std::vector<std::uint64_t>{f.record(0).value});
+    CHECK(f.get64(f.record(1) + 40) == 0);
+}
+
+TEST_CASE("a record linked to itself")
+{
+    fixture f;
+    f.put64(f.head_var, f.record(0).value);
+    f.put64(f.record(0) + 40, f.record(0).value);
+    event_protocol p(f.target, f.layout);
+    REQUIRE(p.unlink(f.record(0)));
+    CHECK(f.walk().empty());
+}
+
+TEST_CASE("a cycle not through the unlinked record is cut where it closes")
+{
+    fixture f;
+    f.chain({0, 1, 2});
+    f.put64(f.record(2) + 40, f.record(1).value);  // 0 -> 1 -> 2 -> 1 -> ...
+    event_protocol p(f.target, f.layout);
+    REQUIRE(p.unlink(f.record(7)));
+    CHECK(f.walk() == std::vector<std::uint64_t>{f.record(0).value, f.record(1).value, f.record(2).value});
+}
+
+TEST_CASE("a link into unmapped memory is TD_DBERR, not a crash")
+{
+    fixture f;
+    f.put64(f.head_var, 0xdead0000);
+    event_protocol p(f.target, f.layout);
+    CHECK(p.unlink(f.record(0)).error() == TD_DBERR);
+    CHECK(p.message_list().error() == TD_DBERR);
+}
+
+TEST_CASE("buffer read and clear keep the mask")
+{
+    fixture f;
+    event_protocol p(f.target, f.layout);
+    auto r = f.record(3);
+    auto mask = events::make_event_set({TD_CREATE, TD_DEATH});
+    REQUIRE(p.write_thread_mask(r, mask));
+    std::uint32_t num = TD_DEATH;
+    f.target.mem.write_value(r + 24, num);
+    f.put64(r + 32, r.value);
+    auto buf = p.read_buffer(r);
+    REQUIRE(buf);
+    CHECK(buf->eventnum == TD_DEATH);
+    CHECK(buf->eventdata == r.value);
+    REQUIRE(p.clear_buffer(r));
+    CHECK(p.read_buffer(r)->is_empty());
+    using events::operator==;
+    CHECK(*p.read_thread_mask(r) == mask);
+}
+
+TEST_CASE("thread list walk: order, and a corrupted list is bounded")
+{
+    fixture f;
+    event_protocol p(f.target, f.layout);
+    // head -> r0.link -> r1.link -> head
+    auto link = [&](int i) { return f.record(i) + 48; };
+    f.put64(f.list_head, link(0).value);
+    f.put64(link(0), link(1).value);
+    f.put64(link(1), f.list_head.value);
+    auto recs = p.thread_records();
+    REQUIRE(recs);
+    CHECK(*recs == std::vector<target_addr>{f.record(0), f.record(1)});
+
+    // r1 points back to r0: never returns to the head.
+    f.put64(link(1), link(0).value);
+    CHECK(p.thread_records().error() == TD_DBERR);
+}
+
+TEST_CASE("global mask round trip and the enable flag")
+{
+    fixture f;
+    event_protocol p(f.target, f.layout);
+    auto mask = events::make_event_set({TD_CREATE});
+    REQUIRE(p.write_global_mask(mask));
+    using events::operator==;
+    CHECK(*p.read_global_mask() == mask);
+    auto r = f.record(2);
+    REQUIRE(p.write_report_events(r, true));
+    CHECK(*p.read_report_events(r));
+    REQUIRE(p.write_report_events(r, false));
+    CHECK_FALSE(*p.read_report_events(r));
+    // No initial flag in this layout: TD_NOCAPAB, as before libc initialises.
+    CHECK(p.read_initial_report_events().error() == TD_NOCAPAB);
+}
