@@ -42,6 +42,20 @@ const std::map<std::string, std::string>& texts()
         {"quit", "quit\n  Leave tdctl. An attached target is detached; a launched one is detached and\n"
                  "  waited for."},
         {"help", "help [COMMAND]\n  This text, or one command's."},
+        {"stats", "stats enable|disable|reset|show\n"
+                  "stats watch [--interval SECONDS] [--count N]\n"
+                  "  Thread statistics (td_ta_enable_stats, td_ta_reset_stats, td_ta_get_stats):\n"
+                  "  nthreads (the thread library's counter), r_concurrency (pthread_setconcurrency's\n"
+                  "  level), and time averages over the window since enable/reset: nrunnable (LWPs\n"
+                  "  running or waiting for a CPU), a_concurrency (on a CPU), nlwps (alive), nidle\n"
+                  "  (alive, not runnable), each as a decimal and a fraction. Enabling resets;\n"
+                  "  disabling freezes the averages. `stats watch` prints one row per interval."},
+        {"rusage", "rusage start|stop\n"
+                   "rusage collect [TID|all] [--interval SECONDS [--count N]]\n"
+                   "  Per-thread resource usage, as pthread_getrusage_np: start enables collection,\n"
+                   "  stop disables it, collect before start fails with ENOSYS, an unknown TID with\n"
+                   "  ESRCH. Fields Linux does not keep per thread show as n/a."},
+        {"lwpinfo", "lwpinfo [TID|all]\n  User and system CPU time of each LWP (_lwp_info), ns resolution."},
     };
     return t;
 }
@@ -58,6 +72,11 @@ std::string help_text(const std::string& command)
                "  stop EVENTS [--for S]            run until a thread reports one of EVENTS, then hold\n"
                "  watch [EVENTS] [--count N] [--for S]\n"
                "                                   print every event as it happens\n"
+               "  stats enable|disable|reset|show|watch\n"
+               "                                   thread statistics (help stats)\n"
+               "  rusage start|stop|collect [TID|all]\n"
+               "                                   per-thread resource usage\n"
+               "  lwpinfo [TID|all]                per-LWP user/system time\n"
                "  sleep SECONDS                    let the target run\n"
                "  continue | interrupt             resume / hold the target\n"
                "  detach | kill | quit             end the session\n"

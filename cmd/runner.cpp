@@ -255,10 +255,16 @@ command_status runner::dispatch(const words& w, const std::string& where)
         return cmd_kill(w, where);
     if (c == "help" || c == "?")
         return cmd_help(w, where);
+    if (c == "stats")
+        return cmd_stats(w, where);
+    if (c == "rusage")
+        return cmd_rusage(w, where);
+    if (c == "lwpinfo")
+        return cmd_lwpinfo(w, where);
     if (c == "quit" || c == "q" || c == "exit")
         return command_status::quit;
     return usage_error(where, fmt::format("unknown command '{}'; expected one of: threads, event, stop, watch, "
-                                          "sleep, continue, interrupt, detach, kill, quit, help",
+                                          "stats, rusage, lwpinfo, sleep, continue, interrupt, detach, kill, quit, help",
                                           c));
 }
 

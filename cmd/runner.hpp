@@ -71,6 +71,13 @@ private:
     command_status cmd_detach(const words& w, const std::string& where);
     command_status cmd_kill(const words& w, const std::string& where);
     command_status cmd_help(const words& w, const std::string& where);
+    command_status cmd_stats(const words& w, const std::string& where);
+    command_status cmd_stats_watch(const words& w, const std::string& where);
+    command_status cmd_rusage(const words& w, const std::string& where);
+    command_status cmd_lwpinfo(const words& w, const std::string& where);
+    void print_stats(const core::thread_stats& st, const core::stat_averages* interval, double at);
+    bool print_rusage_row(tid_t lwp, const std::string& where, bool report_missing);
+    std::optional<std::vector<tid_t>> lwp_list(const std::string& arg, const std::string& where);
 
     /// Runs the target until `done` says so, `seconds` pass, a signal
     /// arrives or the target exits. Every session event goes to `on_event`.

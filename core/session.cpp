@@ -13,7 +13,10 @@ namespace tdctl::core {
 
 using ptrace::stop_kind;
 
-session::session(std::unique_ptr<ptrace::traced_process> process) : process_(std::move(process)) {}
+session::session(std::unique_ptr<ptrace::traced_process> process)
+    : process_(std::move(process)), stats_(process_->pid())
+{
+}
 
 std::unique_ptr<session> session::attach(pid_t pid)
 {
@@ -446,6 +449,7 @@ void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& o
         on_thread_exiting(ev, out, silent);
         return;
     case stop_kind::thread_exited:
+        stats_.on_vanished(ev.tid);
         last_clone_child_.erase(ev.tid);
         death_reported_.erase(ev.tid);
         return;
@@ -559,6 +563,7 @@ std::optional<events::event_message> session::drain(td_event_e event, tid_t repo
 void session::on_thread_created(const ptrace::stop_event& ev)
 {
     last_clone_child_[ev.tid] = ev.child;
+    stats_.on_birth(ev.child);
     if (armed_ && agent_) {
         if (const auto* t = process_->find(ev.child); t != nullptr && !t->thread_pointer.is_null()) {
             // Only a thread of the library: its record's tid is already set
@@ -578,6 +583,7 @@ void session::on_thread_created(const ptrace::stop_event& ev)
 
 void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent)
 {
+    stats_.on_death(ev.tid);
     last_clone_child_.erase(ev.tid);
     bool reported = death_reported_.erase(ev.tid) > 0;
     // A thread killed by exit_group (or by the exec of another thread) never
@@ -649,6 +655,77 @@ void session::on_exec(std::vector<session_event>& out)
             (void)arm(supported);
     }
     process_->release_all();
+}
+
+}  // namespace tdctl::core
+
+namespace tdctl::core {
+
+// ---------------------------------------------------------------- statistics
+
+td_status session::enable_stats(bool on)
+{
+    stats_.enable(on, lwps());
+    return {};
+}
+
+td_status session::reset_stats()
+{
+    stats_.reset(lwps());
+    return {};
+}
+
+td_result<thread_stats> session::get_stats()
+{
+    thread_stats st;
+    st.enabled = stats_.is_enabled();
+    auto now = lwps();
+    st.averages = stats_.averages(now);
+
+    // nthreads: the thread library's own counter when there is one.
+    st.td.nthreads = static_cast<int>(procfs::list_tasks(pid()).size());
+    st.nthreads_source = "/proc";
+    if (agent_) {
+        if (auto n = agent_->protocol().read_nthreads(); n && *n > 0) {
+            st.td.nthreads = *n;
+            st.nthreads_source = agent_->backend() == "nptl" ? "__nptl_nthreads" : agent_->backend();
+        }
+    }
+    // r_concurrency: glibc keeps pthread_setconcurrency's level in a local
+    // symbol, visible only through libc's separate debug file.
+    if (auto sym = lookup_symbol("libc.so.6", "__concurrency_level")) {
+        std::int32_t level = 0;
+        if (memory().read_value(sym->address, level)) {
+            st.td.r_concurrency = level;
+            st.r_concurrency_source = "__concurrency_level";
+        }
+    }
+    reduce_to_int(st.averages.nrunnable.num, st.averages.nrunnable.den, st.td.nrunnable_num, st.td.nrunnable_den);
+    reduce_to_int(st.averages.a_concurrency.num, st.averages.a_concurrency.den, st.td.a_concurrency_num,
+                  st.td.a_concurrency_den);
+    reduce_to_int(st.averages.nlwps.num, st.averages.nlwps.den, st.td.nlwps_num, st.td.nlwps_den);
+    reduce_to_int(st.averages.nidle.num, st.averages.nidle.den, st.td.nidle_num, st.td.nidle_den);
+    return st;
+}
+
+// ---------------------------------------------------------------- rusage, lwpinfo
+
+std::expected<struct rusage, int> session::rusage_collect(tid_t lwp)
+{
+    if (!rusage_enabled_)
+        return std::unexpected(ENOSYS);
+    std::uint64_t signals = 0;
+    if (const auto* t = process_->find(lwp))
+        signals = t->signals_received;
+    return read_lwp_rusage(pid(), lwp, signals);
+}
+
+std::expected<lwp_times, int> session::lwp_info(tid_t lwp)
+{
+    auto st = procfs::read_task_status(pid(), lwp);
+    if (!st || st->tgid != pid())
+        return std::unexpected(ESRCH);
+    return read_lwp_times(pid(), lwp);
 }
 
 }  // namespace tdctl::core

@@ -16,6 +16,8 @@
 #include <thread_db.h>
 
 #include "base/types.hpp"
+#include "core/lwp_usage.hpp"
+#include "core/stats_collector.hpp"
 #include "core/target_access.hpp"
 #include "core/thread_agent.hpp"
 #include "core/thread_handle.hpp"
@@ -36,6 +38,15 @@ struct session_event {
     kind what = kind::message;
     events::event_message message;
     int status = 0;
+};
+
+/// td_ta_get_stats for one target (seed 000, SPEC §6).
+struct thread_stats {
+    td_ta_stats_t td{};            ///< the int fractions, halved together until they fit
+    stat_averages averages;        ///< the unreduced 64-bit parts and the doubles
+    std::string nthreads_source;   ///< "__nptl_nthreads" (the thread library's counter) or "/proc"
+    std::string r_concurrency_source;  ///< symbol read, or "" when unavailable (r_concurrency 0)
+    bool enabled = false;
 };
 
 class session final : public target_access {
@@ -115,6 +126,27 @@ public:
     void resume();
     bool is_held() const { return held_; }
 
+    // ---- statistics (td_ta_enable_stats, td_ta_reset_stats, td_ta_get_stats)
+
+    /// On: reset and start gathering; off: freeze the averages. Works with or
+    /// without a thread library.
+    td_status enable_stats(bool on);
+    td_status reset_stats();
+    /// nthreads and r_concurrency are read live; the averages as gathered.
+    td_result<thread_stats> get_stats();
+
+    // ---- per-LWP resource usage (pthread_getrusage_np from outside) and times
+
+    /// PTHRDSINFO_RUSAGE_START / _STOP.
+    void rusage_start() { rusage_enabled_ = true; }
+    void rusage_stop() { rusage_enabled_ = false; }
+    bool rusage_enabled() const { return rusage_enabled_; }
+    /// PTHRDSINFO_RUSAGE_COLLECT: ENOSYS before rusage_start(), ESRCH for an
+    /// LWP that is not in the target.
+    std::expected<struct rusage, int> rusage_collect(tid_t lwp);
+    /// _lwp_info for any LWP of the target: ESRCH when it is not one.
+    std::expected<lwp_times, int> lwp_info(tid_t lwp);
+
     /// Restores the target (journal), removes breakpoints, detaches.
     void detach();
     /// Kills the target.
@@ -163,6 +195,8 @@ private:
     std::vector<td_event_e> stop_events_;
     bool held_ = false;
     tid_t stopped_reporter_;
+    stats_collector stats_{0};
+    bool rusage_enabled_ = false;
 
     // What every record we wrote held before our first write, kept for the
     // whole session: glibc reuses a dead thread's record (its stack) for a new

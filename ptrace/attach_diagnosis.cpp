@@ -36,6 +36,10 @@ std::optional<std::string> precheck_attach(pid_t pid)
         return fmt::format("{} is a thread of process {}; attach to the process instead", pid, status->tgid);
     if (auto stat = procfs::read_stat(pid); stat && (stat->flags & pf_kthread) != 0)
         return fmt::format("process {} ({}) is a kernel thread and cannot be traced", pid, status->name);
+    if (status->state == 'Z' && status->threads > 1)
+        return fmt::format("the main thread of process {} ({}) has exited (pthread_exit) while {} other threads run; "
+                           "tdctl cannot attach to such a process yet",
+                           pid, status->name, status->threads - 1);
     if (status->state == 'Z')
         return fmt::format("process {} ({}) is a zombie: it has exited and cannot be traced", pid, status->name);
     if (status->tracer_pid != 0) {

@@ -189,6 +189,59 @@ std::optional<stat_info> read_task_stat(pid_t pid, tid_t tid)
     return parse_stat(*text);
 }
 
+std::optional<schedstat_info> parse_schedstat(std::string_view text)
+{
+    auto w = split_words(text);
+    if (w.size() < 3)
+        return std::nullopt;
+    schedstat_info st;
+    st.cpu_ns = to_number<std::uint64_t>(w[0]);
+    st.wait_ns = to_number<std::uint64_t>(w[1]);
+    st.timeslices = to_number<std::uint64_t>(w[2]);
+    return st;
+}
+
+std::optional<schedstat_info> read_task_schedstat(pid_t pid, tid_t tid)
+{
+    auto text = read_file(fmt::format("/proc/{}/task/{}/schedstat", pid, tid.value));
+    if (!text)
+        return std::nullopt;
+    return parse_schedstat(*text);
+}
+
+std::optional<io_info> parse_io(std::string_view text)
+{
+    io_info io;
+    bool seen = false;
+    while (!text.empty()) {
+        std::size_t nl = text.find('\n');
+        std::string_view line = text.substr(0, nl);
+        text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+        std::size_t colon = line.find(':');
+        if (colon == std::string_view::npos)
+            continue;
+        std::string_view key = line.substr(0, colon);
+        if (key == "read_bytes") {
+            io.read_bytes = to_number<std::uint64_t>(line.substr(colon + 1));
+            seen = true;
+        } else if (key == "write_bytes") {
+            io.write_bytes = to_number<std::uint64_t>(line.substr(colon + 1));
+            seen = true;
+        }
+    }
+    if (!seen)
+        return std::nullopt;
+    return io;
+}
+
+std::optional<io_info> read_task_io(pid_t pid, tid_t tid)
+{
+    auto text = read_file(fmt::format("/proc/{}/task/{}/io", pid, tid.value));
+    if (!text)
+        return std::nullopt;
+    return parse_io(*text);
+}
+
 std::string read_comm(pid_t pid, tid_t tid)
 {
     auto text = read_file(fmt::format("/proc/{}/task/{}/comm", pid, tid.value));

@@ -60,6 +60,23 @@ std::optional<stat_info> parse_stat(std::string_view text);
 std::optional<stat_info> read_stat(pid_t pid);
 std::optional<stat_info> read_task_stat(pid_t pid, tid_t tid);
 
+/// /proc/PID/task/TID/schedstat: the kernel's per-task scheduler accounting.
+struct schedstat_info {
+    std::uint64_t cpu_ns = 0;       ///< time spent on a CPU, ns (sum_exec_runtime)
+    std::uint64_t wait_ns = 0;      ///< time spent runnable on a run queue, waiting for a CPU, ns
+    std::uint64_t timeslices = 0;   ///< number of times it ran on a CPU
+};
+std::optional<schedstat_info> parse_schedstat(std::string_view text);
+std::optional<schedstat_info> read_task_schedstat(pid_t pid, tid_t tid);
+
+/// /proc/PID/task/TID/io (bytes; the task's own counters).
+struct io_info {
+    std::uint64_t read_bytes = 0;   ///< bytes fetched from storage
+    std::uint64_t write_bytes = 0;  ///< bytes sent to storage
+};
+std::optional<io_info> parse_io(std::string_view text);
+std::optional<io_info> read_task_io(pid_t pid, tid_t tid);
+
 /// /proc/PID/task/TID/comm without the newline; "" if gone.
 std::string read_comm(pid_t pid, tid_t tid);
 

@@ -716,14 +716,16 @@ void traced_process::stop_all()
     if (gone_)
         return;
     for (auto& [tid, t] : tasks_) {
-        if (t->stopped || t->interrupt_pending)
+        // An exiting task (e.g. a leader that called pthread_exit and waits as
+        // a zombie for the rest) never stops again.
+        if (t->stopped || t->interrupt_pending || t->exiting)
             continue;
         if (int err = ptrace_call(PTRACE_INTERRUPT, tid, nullptr, nullptr); err == 0)
             t->interrupt_pending = true;
     }
     auto any_running = [&] {
         for (auto& [tid, t] : tasks_)
-            if (!t->stopped)
+            if (!t->stopped && !t->exiting)
                 return true;
         return false;
     };
@@ -732,7 +734,7 @@ void traced_process::stop_all()
         if (!status) {
             std::string stuck;
             for (auto& [tid, t] : tasks_)
-                if (!t->stopped)
+                if (!t->stopped && !t->exiting)
                     stuck += fmt::format(" {}", tid.value);
             throw error::target(fmt::format("tasks did not stop within {} s:{}", stop_all_timeout_ms / 1000, stuck));
         }

@@ -1,0 +1,44 @@
+// Per-LWP resource usage (seed 001, pthread_getrusage_np, seen from outside
+// the target) and LWP times (seed 004, _lwp_info), with the Linux sources of
+// SPEC §7.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "base/types.hpp"
+
+namespace tdctl::core {
+
+/// struct rusage of one LWP. Errors are errno values: ESRCH when the LWP is
+/// not (or no longer) a task of the process.
+///   ru_utime, ru_stime    /proc/PID/task/TID/stat fields 14–15 (clock ticks)
+///   ru_maxrss             process-wide VmHWM, kB (Linux keeps no per-thread RSS)
+///   ru_minflt, ru_majflt  stat fields 10 and 12
+///   ru_inblock/oublock    /proc/PID/task/TID/io read_bytes, write_bytes ÷ 512
+///   ru_nvcsw, ru_nivcsw   status voluntary_/nonvoluntary_ctxt_switches
+///   ru_nsignals           `signals`, counted by the controller from signal-delivery stops
+///   ru_ixrss, ru_idrss, ru_isrss, ru_nswap, ru_msgsnd, ru_msgrcv: not kept by Linux, 0
+std::expected<struct rusage, int> read_lwp_rusage(pid_t pid, tid_t lwp, std::uint64_t signals);
+
+/// lwp_utime and lwp_stime of one LWP (seed 004's struct lwpinfo).
+struct lwp_times {
+    timespec utime{};   ///< user time
+    timespec stime{};   ///< system time
+};
+
+/// The LWP's CPU time with ns resolution (schedstat's cpu_ns), split between
+/// user and system in the ratio of stat's utime:stime ticks — the split the
+/// kernel itself uses for getrusage. ESRCH when the LWP is gone.
+std::expected<lwp_times, int> read_lwp_times(pid_t pid, tid_t lwp);
+
+/// Clock ticks per second (sysconf(_SC_CLK_TCK)).
+long clock_ticks_per_second();
+
+double to_seconds(const timeval& tv);
+double to_seconds(const timespec& ts);
+
+}  // namespace tdctl::core

@@ -1,0 +1,138 @@
+#include "core/stats_collector.hpp"
+
+#include <climits>
+#include <time.h>
+
+#include "ptrace/procfs.hpp"
+
+namespace tdctl::core {
+
+std::uint64_t monotonic_ns()
+{
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+void reduce_to_int(std::uint64_t num, std::uint64_t den, int& out_num, int& out_den)
+{
+    while (num > static_cast<std::uint64_t>(INT_MAX) || den > static_cast<std::uint64_t>(INT_MAX)) {
+        num >>= 1;
+        den >>= 1;
+    }
+    out_num = static_cast<int>(num);
+    out_den = static_cast<int>(den);
+}
+
+void stats_collector::start_window(const std::vector<tid_t>& lwps)
+{
+    live_.clear();
+    dead_ = {};
+    frozen_ = {};
+    // The window opens before the first reading and each reading is at or
+    // after it, so no LWP is charged more CPU than the time it was counted.
+    t0_ns_ = monotonic_ns();
+    for (tid_t t : lwps)
+        if (auto st = procfs::read_task_schedstat(pid_, t))
+            live_[t] = base{st->cpu_ns, st->wait_ns, t0_ns_};
+}
+
+void stats_collector::enable(bool on, const std::vector<tid_t>& lwps)
+{
+    if (on) {
+        enabled_ = true;
+        start_window(lwps);
+        return;
+    }
+    if (!enabled_)
+        return;
+    frozen_ = current(lwps);
+    enabled_ = false;
+    live_.clear();
+}
+
+void stats_collector::reset(const std::vector<tid_t>& lwps)
+{
+    if (enabled_) {
+        start_window(lwps);
+    } else {
+        live_.clear();
+        dead_ = {};
+        frozen_ = {};
+    }
+}
+
+void stats_collector::on_birth(tid_t lwp)
+{
+    if (!enabled_)
+        return;
+    std::uint64_t since = monotonic_ns();
+    if (auto st = procfs::read_task_schedstat(pid_, lwp))
+        live_[lwp] = base{st->cpu_ns, st->wait_ns, since};
+}
+
+void stats_collector::on_death(tid_t lwp)
+{
+    if (!enabled_)
+        return;
+    auto it = live_.find(lwp);
+    if (it == live_.end())
+        return;
+    if (auto st = procfs::read_task_schedstat(pid_, lwp)) {
+        dead_.cpu_ns += st->cpu_ns - it->second.cpu_ns;
+        dead_.wait_ns += st->wait_ns - it->second.wait_ns;
+    }
+    dead_.alive_ns += monotonic_ns() - it->second.since_ns;
+    live_.erase(it);
+}
+
+void stats_collector::on_vanished(tid_t lwp)
+{
+    if (!enabled_)
+        return;
+    auto it = live_.find(lwp);
+    if (it == live_.end())
+        return;
+    dead_.alive_ns += monotonic_ns() - it->second.since_ns;
+    live_.erase(it);
+}
+
+stats_collector::sums stats_collector::current(const std::vector<tid_t>& lwps)
+{
+    sums s = dead_;
+    for (tid_t t : lwps) {
+        auto it = live_.find(t);
+        if (it == live_.end())
+            continue;
+        if (auto st = procfs::read_task_schedstat(pid_, t)) {
+            s.cpu_ns += st->cpu_ns - it->second.cpu_ns;
+            s.wait_ns += st->wait_ns - it->second.wait_ns;
+        }
+    }
+    // Read after every sample: each LWP's alive time covers its CPU time.
+    std::uint64_t now = monotonic_ns();
+    for (tid_t t : lwps)
+        if (auto it = live_.find(t); it != live_.end())
+            s.alive_ns += now - it->second.since_ns;
+    s.window_ns = now - t0_ns_;
+    return s;
+}
+
+stat_averages stats_collector::to_averages(const sums& s)
+{
+    stat_averages a;
+    std::uint64_t runnable = s.cpu_ns + s.wait_ns;
+    a.a_concurrency = {s.cpu_ns, s.window_ns};
+    a.nrunnable = {runnable, s.window_ns};
+    a.nlwps = {s.alive_ns, s.window_ns};
+    a.nidle = {s.alive_ns > runnable ? s.alive_ns - runnable : 0, s.window_ns};
+    a.window_seconds = static_cast<double>(s.window_ns) / 1e9;
+    return a;
+}
+
+stat_averages stats_collector::averages(const std::vector<tid_t>& lwps)
+{
+    return to_averages(enabled_ ? current(lwps) : frozen_);
+}
+
+}  // namespace tdctl::core

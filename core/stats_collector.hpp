@@ -1,0 +1,84 @@
+// Thread statistics of SPEC §6, defined for Linux's one-LWP-per-thread model:
+// exact time integrals of the kernel's per-task accounting
+// (/proc/PID/task/TID/schedstat: ns on a CPU, ns waiting on a run queue),
+// sampled at enable/reset, at each LWP's birth (clone stop) and death (exit
+// stop, while the task can still be read), and when asked.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <thread_db.h>
+
+#include "base/types.hpp"
+
+namespace tdctl::core {
+
+/// An average as a fraction over the same window. Units: LWP·ns / ns.
+struct stat_fraction {
+    std::uint64_t num = 0;
+    std::uint64_t den = 0;
+    double value() const { return den == 0 ? 0.0 : static_cast<double>(num) / static_cast<double>(den); }
+};
+
+/// Halves numerator and denominator together until both fit in int (the
+/// ratio is what is specified), for td_ta_stats_t.
+void reduce_to_int(std::uint64_t num, std::uint64_t den, int& out_num, int& out_den);
+
+/// The four time averages of td_ta_stats_t, unreduced.
+struct stat_averages {
+    stat_fraction nrunnable;      ///< LWPs running or waiting for a CPU
+    stat_fraction a_concurrency;  ///< LWPs on a CPU
+    stat_fraction nlwps;          ///< LWPs alive
+    stat_fraction nidle;          ///< LWPs alive but not runnable (nlwps − nrunnable)
+    double window_seconds = 0;    ///< length of the window
+};
+
+class stats_collector {
+public:
+    explicit stats_collector(pid_t pid) : pid_(pid) {}
+
+    bool is_enabled() const { return enabled_; }
+
+    /// Turns gathering on (resetting, as the seed says) or off (freezing the
+    /// averages at this moment). `lwps` are the target's LWPs now.
+    void enable(bool on, const std::vector<tid_t>& lwps);
+    /// Zeroes the window and starts a new one now (if enabled).
+    void reset(const std::vector<tid_t>& lwps);
+
+    /// A new LWP (clone stop): its accounting starts here.
+    void on_birth(tid_t lwp);
+    /// An LWP at its exit stop (still readable): its final accounting.
+    void on_death(tid_t lwp);
+    /// An LWP that vanished without an exit stop: no final reading.
+    void on_vanished(tid_t lwp);
+
+    /// The averages now (enabled) or as frozen (disabled).
+    stat_averages averages(const std::vector<tid_t>& lwps);
+
+private:
+    struct base {
+        std::uint64_t cpu_ns = 0, wait_ns = 0;
+        std::uint64_t since_ns = 0;   // monotonic time the LWP entered the window
+    };
+    struct sums {
+        std::uint64_t cpu_ns = 0, wait_ns = 0, alive_ns = 0, window_ns = 0;
+    };
+    void start_window(const std::vector<tid_t>& lwps);
+    sums current(const std::vector<tid_t>& lwps);
+    static stat_averages to_averages(const sums& s);
+
+    pid_t pid_;
+    bool enabled_ = false;
+    std::uint64_t t0_ns_ = 0;
+    std::unordered_map<tid_t, base> live_;
+    sums dead_;       // LWPs that died inside the window
+    sums frozen_;     // the window as it was when gathering was turned off
+};
+
+/// Monotonic clock, ns.
+std::uint64_t monotonic_ns();
+
+}  // namespace tdctl::core
