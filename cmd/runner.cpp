@@ -175,9 +175,9 @@ run_end runner::run_until(std::optional<double> seconds,
                           const std::function<bool(const session_event&)>& on_event)
 {
     using clock = std::chrono::steady_clock;
-    auto deadline = seconds ? std::optional(clock::now() + std::chrono::duration_cast<clock::duration>(
-                                                              std::chrono::duration<double>(*seconds)))
-                            : std::nullopt;
+    std::optional<clock::time_point> deadline;
+    if (seconds)
+        deadline = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(*seconds));
     last_signal_ = 0;
     for (;;) {
         if (!session_.is_alive())
@@ -694,6 +694,10 @@ command_status runner::cmd_sleep(const words& w, const std::string& where)
     auto seconds = parse_duration(w[1]);
     if (!seconds)
         return usage_error(where, fmt::format("bad duration '{}'", w[1]));
+    // "Let the target run": a target held at its entry point or by
+    // `interrupt` runs now.
+    if (has_target() && session_.is_held())
+        session_.resume();
     if (!has_target()) {
         // Nothing to service: just wait, still interruptible.
         pollfd p{signals_.fd(), POLLIN, 0};

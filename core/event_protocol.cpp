@@ -1,5 +1,6 @@
 #include "core/event_protocol.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <unordered_set>
@@ -121,6 +122,62 @@ td_status event_protocol::clear_buffer(target_addr handle)
         !write_uint(mem, handle + layout_.eventdata.offset, layout_.eventdata.element_bytes(), 0))
         return td_fail(TD_DBERR);
     return {};
+}
+
+td_result<event_buffer> event_protocol::consume(target_addr handle)
+{
+    const db_field& num = layout_.eventnum;
+    const db_field& data = layout_.eventdata;
+    const std::uint32_t next_bytes = layout_.nextevent.element_bytes();
+    std::uint32_t lo = std::min(num.offset, data.offset);
+    std::uint32_t hi = std::max(num.offset + num.element_bytes(), data.offset + data.element_bytes());
+    if (hi - lo > 32 || num.element_bytes() > 8 || data.element_bytes() > 8 || next_bytes == 0 || next_bytes > 8) {
+        auto b = read_buffer(handle);
+        if (!b)
+            return b;
+        if (!b->is_empty())
+            if (auto r = clear_buffer(handle); !r)
+                return td_fail(r.error());
+        if (auto r = unlink(handle); !r)
+            return td_fail(r.error());
+        return b;
+    }
+    // The span from eventnum to eventdata (with whatever padding lies
+    // between, written back unchanged), the link, and the list head.
+    std::array<std::byte, 32> span{};
+    std::uint64_t next = 0, head = 0;
+    std::array<std::pair<target_addr, std::span<std::byte>>, 3> ranges{{
+        {handle + lo, std::span(span.data(), hi - lo)},
+        {handle + layout_.nextevent.offset, std::as_writable_bytes(std::span(&next, 1)).first(next_bytes)},
+        {layout_.last_event, std::as_writable_bytes(std::span(&head, 1)).first(next_bytes)},
+    }};
+    if (target_.memory().read_many(ranges) != (hi - lo) + 2 * next_bytes)
+        return td_fail(TD_DBERR);
+    event_buffer b;
+    std::uint64_t v = 0;
+    std::memcpy(&v, span.data() + (num.offset - lo), num.element_bytes());
+    b.eventnum = static_cast<td_event_e>(static_cast<std::uint32_t>(v));
+    std::memcpy(&b.eventdata, span.data() + (data.offset - lo), data.element_bytes());
+    b.nextevent = target_addr{next};
+
+    if (!b.is_empty() || b.eventdata != 0) {
+        std::memset(span.data() + (num.offset - lo), 0, num.element_bytes());
+        std::memset(span.data() + (data.offset - lo), 0, data.element_bytes());
+        if (!target_.memory().write(handle + lo, std::span<const std::byte>(span.data(), hi - lo)))
+            return td_fail(TD_DBERR);
+    }
+    if (head == handle.value && next != handle.value) {
+        // At the head (the usual case when every message is drained at its
+        // stop): one write takes it off, one clears its link.
+        if (!write_uint(target_.memory(), layout_.last_event, next_bytes, next))
+            return td_fail(TD_DBERR);
+        if (next != 0 && !write_uint(target_.memory(), handle + layout_.nextevent.offset, next_bytes, 0))
+            return td_fail(TD_DBERR);
+    } else if (head != 0 || next != 0) {
+        if (auto r = unlink(handle); !r)
+            return td_fail(r.error());
+    }
+    return b;
 }
 
 td_status event_protocol::unlink(target_addr handle)

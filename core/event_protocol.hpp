@@ -90,6 +90,11 @@ public:
     /// Empties the buffer (eventnum and eventdata), keeping the mask.
     td_status clear_buffer(target_addr handle);
 
+    /// The drain's fast path, the same as read_buffer + clear_buffer + unlink
+    /// with one read of the target (buffer, link and list head together) and
+    /// usually two writes. Returns the buffer as it was.
+    td_result<event_buffer> consume(target_addr handle);
+
     /// Removes handle from the buffered-message list wherever it is, and
     /// clears its link. Not finding it is not an error (the link is cleared
     /// anyway); a cycle or overlong list is TD_DBERR.

@@ -1,6 +1,8 @@
 #include "core/session.hpp"
 
 #include <algorithm>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "base/clock.hpp"
 #include "base/error.hpp"
@@ -92,7 +94,26 @@ std::optional<target_addr> session::thread_pointer(tid_t lwp)
 
 std::string session::thread_name(tid_t lwp) const
 {
-    return procfs::read_comm(process_->pid(), lwp);
+    auto it = comm_fds_.find(lwp);
+    if (it == comm_fds_.end()) {
+        if (comm_fds_.size() >= max_comm_fds)
+            return procfs::read_comm(process_->pid(), lwp);
+        std::string path = fmt::format("/proc/{}/task/{}/comm", process_->pid(), lwp.value);
+        unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        if (!fd.is_open())
+            return {};
+        it = comm_fds_.emplace(lwp, std::move(fd)).first;
+    }
+    char buf[64];
+    ssize_t n = ::pread(it->second.get(), buf, sizeof buf, 0);
+    if (n <= 0) {
+        comm_fds_.erase(it);
+        return {};
+    }
+    std::string name(buf, static_cast<std::size_t>(n));
+    if (!name.empty() && name.back() == '\n')
+        name.pop_back();
+    return name;
 }
 
 tid_t session::lwp_of(target_addr handle)
@@ -113,7 +134,7 @@ void session::journal_global_mask()
         journal_global_ = *m;
 }
 
-bool session::journal_thread(target_addr handle)
+bool session::journal_thread(target_addr handle, unsigned fields)
 {
     if (!agent_)
         return false;
@@ -131,18 +152,20 @@ bool session::journal_thread(target_addr handle)
             return false;
         record_original_[handle] = record_state{*on, *mask};
     }
-    touched_.insert(handle);
+    touched_[handle] |= fields;
     return true;
 }
 
-void session::restore_record(target_addr handle)
+void session::restore_record(target_addr handle, unsigned fields)
 {
     auto it = record_original_.find(handle);
     if (it == record_original_.end() || !agent_)
         return;
     auto& p = agent_->protocol();
-    (void)p.write_report_events(handle, it->second.report_events);
-    (void)p.write_thread_mask(handle, it->second.mask);
+    if (fields & journal_enable)
+        (void)p.write_report_events(handle, it->second.report_events);
+    if (fields & journal_mask)
+        (void)p.write_thread_mask(handle, it->second.mask);
 }
 
 void session::restore_journal()
@@ -158,9 +181,9 @@ void session::restore_journal()
     std::set<target_addr> live;
     if (auto records = p.thread_records())
         live.insert(records->begin(), records->end());
-    for (target_addr handle : touched_)
+    for (const auto& [handle, fields] : touched_)
         if (live.contains(handle))
-            restore_record(handle);
+            restore_record(handle, fields);
     journal_global_.reset();
     journal_initial_.reset();
     touched_.clear();
@@ -184,19 +207,19 @@ td_status session::ta_clear_event(const td_thr_events_t& events)
 
 td_status session::thr_set_event(const thread_handle& th, const td_thr_events_t& events)
 {
-    journal_thread(th.value());
+    journal_thread(th.value(), journal_mask);
     return th.set_event(events);
 }
 
 td_status session::thr_clear_event(const thread_handle& th, const td_thr_events_t& events)
 {
-    journal_thread(th.value());
+    journal_thread(th.value(), journal_mask);
     return th.clear_event(events);
 }
 
 td_status session::thr_event_enable(const thread_handle& th, bool on)
 {
-    journal_thread(th.value());
+    journal_thread(th.value(), journal_enable);
     return th.event_enable(on);
 }
 
@@ -247,7 +270,7 @@ void session::enable_thread_for_watch(target_addr handle)
             return;
         armed_->enable_before[handle] = *before;
     }
-    if (!journal_thread(handle))
+    if (!journal_thread(handle, journal_enable))
         return;
     (void)p.write_report_events(handle, true);
 }
@@ -291,7 +314,7 @@ td_status session::arm(const std::vector<td_event_e>& events)
         if (th.is_null()) {
             // Not initialised yet (static program at its entry point): the
             // flag every thread will start with.
-            journal_thread(th.value());
+            journal_thread(th.value(), journal_enable);
             if (auto v = agent_->protocol().read_initial_report_events())
                 armed_->initial_before = *v;
             (void)th.event_enable(true);
@@ -449,6 +472,7 @@ void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& o
         on_thread_exiting(ev, out, silent);
         return;
     case stop_kind::thread_exited:
+        comm_fds_.erase(ev.tid);
         stats_.on_vanished(ev.tid);
         last_clone_child_.erase(ev.tid);
         death_reported_.erase(ev.tid);
@@ -548,14 +572,8 @@ std::optional<events::event_message> session::drain(td_event_e event, tid_t repo
     msg.data = handle.value;
     if (event == TD_DEATH)
         death_reported_.insert(subject);
-    if (auto buf = p.read_buffer(handle); buf) {
-        if (buf->eventnum == event)
-            msg.data = buf->eventdata;
-        if (!buf->is_empty())
-            (void)p.clear_buffer(handle);
-        if (!buf->is_empty() || !buf->nextevent.is_null())
-            (void)p.unlink(handle);
-    }
+    if (auto buf = p.consume(handle); buf && buf->eventnum == event)
+        msg.data = buf->eventdata;
     msg.name = thread_name(subject);
     return msg;
 }
@@ -569,7 +587,7 @@ void session::on_thread_created(const ptrace::stop_event& ev)
             // Only a thread of the library: its record's tid is already set
             // (CLONE_PARENT_SETTID) when the parent reports the clone.
             auto tid = agent_->protocol().read_tid(t->thread_pointer);
-            if (tid && *tid == ev.child.value && journal_thread(t->thread_pointer)) {
+            if (tid && *tid == ev.child.value && journal_thread(t->thread_pointer, journal_enable)) {
                 // Born now, so its flag "before" is the record's own original,
                 // not what a dead thread left in it.
                 armed_->enable_before[t->thread_pointer] = record_original_[t->thread_pointer].report_events;
@@ -598,8 +616,7 @@ void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<sessio
             auto tid = p.read_tid(*tp);
             auto on = p.read_report_events(*tp);
             if (tid && *tid == ev.tid.value && on && *on) {
-                (void)p.clear_buffer(*tp);
-                (void)p.unlink(*tp);
+                (void)p.consume(*tp);
                 if (!silent) {
                     session_event se;
                     se.what = session_event::kind::message;
@@ -618,8 +635,9 @@ void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<sessio
     }
     // Put the record back as we found it before the thread library caches it
     // for the next thread.
-    if (auto tp = thread_pointer(ev.tid); tp && touched_.erase(*tp) > 0) {
-        restore_record(*tp);
+    if (auto tp = thread_pointer(ev.tid); tp && touched_.contains(*tp)) {
+        restore_record(*tp, touched_[*tp]);
+        touched_.erase(*tp);
         if (armed_)
             armed_->enable_before.erase(*tp);
     }
@@ -634,6 +652,7 @@ void session::on_exec(std::vector<session_event>& out)
     stop_events_.clear();
     site_events_.clear();
     last_clone_child_.clear();
+    comm_fds_.clear();
     journal_global_.reset();
     journal_initial_.reset();
     touched_.clear();

@@ -16,6 +16,7 @@
 #include <thread_db.h>
 
 #include "base/types.hpp"
+#include "base/unique_fd.hpp"
 #include "core/lwp_usage.hpp"
 #include "core/stats_collector.hpp"
 #include "core/target_access.hpp"
@@ -167,8 +168,9 @@ private:
     std::optional<events::event_message> drain(td_event_e event, tid_t reporter);
     void enable_thread_for_watch(target_addr handle);
     /// Remembers a record's original values before the first write to it.
-    bool journal_thread(target_addr handle);
-    void restore_record(target_addr handle);
+    enum journal_field : unsigned { journal_enable = 1, journal_mask = 2 };
+    bool journal_thread(target_addr handle, unsigned fields);
+    void restore_record(target_addr handle, unsigned fields);
     void journal_global_mask();
     void restore_journal();
     void drain_queued_silently();
@@ -196,6 +198,10 @@ private:
     bool held_ = false;
     tid_t stopped_reporter_;
     stats_collector stats_{0};
+    // Open /proc/PID/task/TID/comm files: a pread per event instead of
+    // open+read+close. Bounded so a thread storm cannot exhaust descriptors.
+    mutable std::unordered_map<tid_t, unique_fd> comm_fds_;
+    static constexpr std::size_t max_comm_fds = 256;
     bool rusage_enabled_ = false;
 
     // What every record we wrote held before our first write, kept for the
@@ -209,7 +215,7 @@ private:
     std::unordered_map<target_addr, record_state> record_original_;
     // Live records whose flag or mask we changed: restored when the thread
     // exits (so its cached record is clean for the next thread) or at detach.
-    std::unordered_set<target_addr> touched_;
+    std::unordered_map<target_addr, unsigned> touched_;   // record -> journal_field bits
     std::optional<td_thr_events_t> journal_global_;
     std::optional<bool> journal_initial_;
 };
