@@ -222,3 +222,44 @@ TEST_CASE("global mask round trip and the enable flag")
     // No initial flag in this layout: TD_NOCAPAB, as before libc initialises.
     CHECK(p.read_initial_report_events().error() == TD_NOCAPAB);
 }
+
+TEST_CASE("consume: buffer read, emptied (padding and mask kept) and unlinked, at the head or deeper")
+{
+    for (int position : {0, 1}) {
+        fixture f;
+        event_protocol p(f.target, f.layout);
+        auto victim = f.record(position == 0 ? 4 : 5);
+        f.chain(position == 0 ? std::vector<int>{4, 5} : std::vector<int>{4, 5});
+        auto mask = events::make_event_set({TD_DEATH});
+        REQUIRE(p.write_thread_mask(victim, mask));
+        std::uint32_t num = TD_DEATH, pad = 0xabcd1234;
+        f.target.mem.write_value(victim + 24, num);
+        f.target.mem.write_value(victim + 28, pad);  // between eventnum and eventdata
+        f.put64(victim + 32, victim.value);
+
+        auto b = p.consume(victim);
+        REQUIRE(b);
+        CHECK(b->eventnum == TD_DEATH);
+        CHECK(b->eventdata == victim.value);
+        CHECK(p.read_buffer(victim)->is_empty());
+        std::uint32_t pad_after = 0;
+        f.target.mem.read_value(victim + 28, pad_after);
+        CHECK(pad_after == pad);
+        using events::operator==;
+        CHECK(*p.read_thread_mask(victim) == mask);
+        auto other = f.record(position == 0 ? 5 : 4);
+        CHECK(f.walk() == std::vector<std::uint64_t>{other.value});
+        CHECK(f.get64(victim + 40) == 0);
+    }
+}
+
+TEST_CASE("consume of an empty, unlisted record writes nothing")
+{
+    fixture f;
+    event_protocol p(f.target, f.layout);
+    auto before = f.target.mem.bytes;
+    auto b = p.consume(f.record(9));
+    REQUIRE(b);
+    CHECK(b->is_empty());
+    CHECK(f.target.mem.bytes == before);
+}
