@@ -58,6 +58,10 @@ void session::load_symbols()
     auto agent = thread_agent::create(*this, &no_agent_reason_);
     if (agent)
         agent_ = std::move(*agent);
+    listed_at_attach_.clear();
+    if (agent_)
+        if (auto listed = agent_->protocol().message_list())
+            listed_at_attach_.insert(listed->begin(), listed->end());
     log::debug("thread library: {}", agent_ ? agent_->backend() : no_agent_reason_);
 }
 
@@ -173,6 +177,14 @@ void session::restore_journal()
     if (!agent_)
         return;
     auto& p = agent_->protocol();
+    bool changed = journal_global_ || journal_initial_ || !touched_.empty();
+    if (changed) {
+        // Messages buffered because of our masks and flags go with them.
+        if (auto listed = p.message_list())
+            for (target_addr rec : *listed)
+                if (!listed_at_attach_.contains(rec))
+                    (void)p.consume(rec);
+    }
     if (journal_global_)
         (void)p.write_global_mask(*journal_global_);
     if (journal_initial_)
@@ -582,6 +594,7 @@ void session::on_thread_created(const ptrace::stop_event& ev)
 {
     last_clone_child_[ev.tid] = ev.child;
     stats_.on_birth(ev.child);
+    inherit_journal(ev.tid, ev.child);
     if (armed_ && agent_) {
         if (const auto* t = process_->find(ev.child); t != nullptr && !t->thread_pointer.is_null()) {
             // Only a thread of the library: its record's tid is already set
@@ -597,6 +610,26 @@ void session::on_thread_created(const ptrace::stop_event& ev)
     }
     process_->resume(ev.child);
     process_->resume(ev.tid);
+}
+
+void session::inherit_journal(tid_t parent, tid_t child)
+{
+    // glibc copies the creator's whole event buffer into the new thread: a
+    // mask we changed on the creator reaches the child, whose natural mask is
+    // then the creator's original.
+    if (!agent_)
+        return;
+    auto creator = thread_pointer(parent);
+    auto born = thread_pointer(child);
+    if (!creator || !born)
+        return;
+    auto it = touched_.find(*creator);
+    if (it == touched_.end() || (it->second & journal_mask) == 0)
+        return;
+    auto tid = agent_->protocol().read_tid(*born);
+    if (!tid || *tid != child.value || !journal_thread(*born, journal_mask))
+        return;
+    record_original_[*born].mask = record_original_[*creator].mask;
 }
 
 void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent)
@@ -635,8 +668,10 @@ void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<sessio
     }
     // Put the record back as we found it before the thread library caches it
     // for the next thread.
+    // Only the enable flag matters: glibc overwrites a reused record's whole
+    // event buffer (mask included) from its creator, but not the flag.
     if (auto tp = thread_pointer(ev.tid); tp && touched_.contains(*tp)) {
-        restore_record(*tp, touched_[*tp]);
+        restore_record(*tp, touched_[*tp] & journal_enable);
         touched_.erase(*tp);
         if (armed_)
             armed_->enable_before.erase(*tp);

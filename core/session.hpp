@@ -163,6 +163,7 @@ private:
     void handle(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
     void on_breakpoint(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
     void on_thread_created(const ptrace::stop_event& ev);
+    void inherit_journal(tid_t parent, tid_t child);
     void on_thread_exiting(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
     void on_exec(std::vector<session_event>& out);
     std::optional<events::event_message> drain(td_event_e event, tid_t reporter);
@@ -218,6 +219,9 @@ private:
     std::unordered_map<target_addr, unsigned> touched_;   // record -> journal_field bits
     std::optional<td_thr_events_t> journal_global_;
     std::optional<bool> journal_initial_;
+    // Records with a buffered message when we came: messages queued later
+    // exist because of our changes and are consumed at detach.
+    std::unordered_set<target_addr> listed_at_attach_;
 };
 
 }  // namespace tdctl::core

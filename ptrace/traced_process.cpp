@@ -804,17 +804,25 @@ void traced_process::kill()
         return;
     ::kill(pid_, SIGKILL);
     sites_.clear();
+    queue_.clear();
+    // Each task may still report a stop (PTRACE_EVENT_EXIT) on its way out:
+    // let it go on until the leader, reaped last, is gone.
     for (int i = 0; i < 100000 && !gone_; ++i) {
         auto status = waiter_->wait_any(5000);
         if (!status)
             break;
-        if (status->first.value == pid_ && !status->second.is_stop()) {
+        auto [tid, ws] = *status;
+        if (ws.is_stop()) {
+            ptrace_call(PTRACE_CONT, tid, nullptr, nullptr);
+            continue;
+        }
+        tasks_.erase(tid);
+        if (tid.value == pid_) {
             gone_ = true;
-            exit_status_ = status->second.raw();
+            exit_status_ = ws.raw();
         }
     }
     tasks_.clear();
-    queue_.clear();
     gone_ = true;
 }
 
