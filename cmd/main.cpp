@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -90,6 +91,28 @@ std::optional<std::vector<script_line>> ordered_scripts(int argc, char** argv, s
     return lines;
 }
 
+// libtdagent.so: $TDCTL_AGENT, or beside the tdctl binary in the build tree
+// (cmd/../agent/) or the install tree (bin/../lib/).
+std::optional<std::string> find_agent_library()
+{
+    if (const char* env = std::getenv("TDCTL_AGENT"); env && *env)
+        return ::access(env, R_OK) == 0 ? std::optional<std::string>(env) : std::nullopt;
+    char self[4096];
+    ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return std::nullopt;
+    self[n] = '\0';
+    std::string dir(self);
+    dir = dir.substr(0, dir.rfind('/'));
+    for (const char* rel : {"/../agent/libtdagent.so", "/../lib/libtdagent.so"}) {
+        char resolved[4096];
+        std::string candidate = dir + rel;
+        if (::realpath(candidate.c_str(), resolved) != nullptr && ::access(resolved, R_OK) == 0)
+            return std::string(resolved);
+    }
+    return std::nullopt;
+}
+
 int status_to_exit_code(int raw)
 {
     if (WIFSIGNALED(raw))
@@ -110,7 +133,7 @@ int main(int argc, char** argv)
     app.set_version_flag("--version", "tdctl 0.1.0");
     app.prefix_command();
     pid_t pid = 0;
-    bool json = false, batch = false, interactive = false, debug = false;
+    bool json = false, batch = false, interactive = false, debug = false, agent = false;
     std::string output_path;
     std::vector<std::string> evals, command_files;
     app.add_option("-p,--pid", pid, "attach to the running process PID")->check(CLI::PositiveNumber);
@@ -121,6 +144,8 @@ int main(int argc, char** argv)
     app.add_option("-e,--eval", evals, "run CMD (repeatable; with -x, in the order given)");
     app.add_option("-x,--command", command_files, "run the commands in FILE (repeatable)");
     app.add_flag("--debug", debug, "log every ptrace request and stop to stderr");
+    app.add_flag("--agent", agent,
+                 "launch with libtdagent.so preloaded: the full event set (lock, sleep, signal, reap...)");
     app.footer("Usage: tdctl [options] -p PID    attach to a running process\n"
                "       tdctl [options] -- PROG [ARGS...]   launch PROG under tdctl\n"
                "With no commands, a launched program is watched until it exits; an attached one gets an\n"
@@ -174,6 +199,17 @@ int main(int argc, char** argv)
             } else {
                 ptrace::launch_options opts;
                 opts.argv = program;
+                if (agent) {
+                    auto path = find_agent_library();
+                    if (!path) {
+                        out.error("agent", "--agent: cannot find libtdagent.so next to tdctl (../agent/ or ../lib/); "
+                                           "set TDCTL_AGENT=/path/to/libtdagent.so");
+                        return exit_failed;
+                    }
+                    // An existing LD_PRELOAD is kept, after ours.
+                    const char* old = std::getenv("LD_PRELOAD");
+                    opts.extra_env.push_back("LD_PRELOAD=" + *path + (old && *old ? std::string(":") + old : ""));
+                }
                 session = core::session::launch(opts);
             }
         } catch (const error& e) {

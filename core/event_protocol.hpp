@@ -53,6 +53,14 @@ struct protocol_layout {
     target_addr nthreads;              ///< int: the library's live-thread counter (null if none)
     std::optional<target_addr> initial_report_events;  ///< bool: enable flag before the library initialises
     std::vector<target_addr> thread_list_heads;        ///< list_t heads of live-thread lists
+    target_addr concurrency_level;     ///< int: pthread_setconcurrency's level (null if not found)
+
+    /// nptl: a thread's handle is its thread pointer (fs_base). tdagent: the
+    /// handle is a record of the agent's, found through the thread list.
+    bool handle_is_thread_pointer = true;
+    /// tdagent calls each reporting function with the record whose buffer
+    /// holds the message as its first argument; nptl passes nothing.
+    bool subject_in_first_argument = false;
 
     std::map<td_event_e, reporting_address> event_addresses;
 };

@@ -124,6 +124,10 @@ std::optional<protocol_layout> probe_nptl(target_access& target, std::string& wh
     if (!l.list_next.is_valid())
         l.list_next = db_field{64, 1, 0};
 
+    // pthread_setconcurrency's level: a local symbol, in libc's debug file.
+    if (auto s = target.lookup_symbol(module, "__concurrency_level"))
+        l.concurrency_level = s->address;
+
     for (auto [e, name] : {std::pair{TD_CREATE, "__nptl_create_event"}, std::pair{TD_DEATH, "__nptl_death_event"}}) {
         if (auto s = target.lookup_symbol(module, name))
             l.event_addresses[e] = reporting_address{s->address, s->size, name};

@@ -96,6 +96,25 @@ std::optional<target_addr> session::thread_pointer(tid_t lwp)
     return t->thread_pointer;
 }
 
+std::optional<target_addr> session::handle_of(tid_t lwp)
+{
+    if (!agent_)
+        return std::nullopt;
+    if (agent_->layout().handle_is_thread_pointer)
+        return thread_pointer(lwp);
+    auto& p = agent_->protocol();
+    if (auto it = handles_by_lwp_.find(lwp); it != handles_by_lwp_.end()) {
+        if (auto tid = p.read_tid(it->second); tid && *tid == lwp.value)
+            return it->second;
+        handles_by_lwp_.erase(it);
+    }
+    auto th = agent_->map_lwp2thr(lwp);
+    if (!th || th->is_null())
+        return std::nullopt;
+    handles_by_lwp_[lwp] = th->value();
+    return th->value();
+}
+
 std::string session::thread_name(tid_t lwp) const
 {
     auto it = comm_fds_.find(lwp);
@@ -530,7 +549,7 @@ void session::on_breakpoint(const ptrace::stop_event& ev, std::vector<session_ev
     }
     bool is_armed = armed_ && std::find(armed_->events.begin(), armed_->events.end(), event) != armed_->events.end();
     if (is_armed) {
-        if (auto msg = drain(event, ev.tid); msg && !silent) {
+        if (auto msg = drain(event, ev.tid, ev.arg0); msg && !silent) {
             session_event se;
             se.what = session_event::kind::message;
             se.message = std::move(*msg);
@@ -540,7 +559,7 @@ void session::on_breakpoint(const ptrace::stop_event& ev, std::vector<session_ev
     process_->resume(ev.tid);
 }
 
-std::optional<events::event_message> session::drain(td_event_e event, tid_t reporter)
+std::optional<events::event_message> session::drain(td_event_e event, tid_t reporter, std::uint64_t arg0)
 {
     if (!agent_)
         return std::nullopt;
@@ -550,21 +569,29 @@ std::optional<events::event_message> session::drain(td_event_e event, tid_t repo
     msg.reporter = reporter;
     msg.time = seconds_since_start();
 
-    // Which thread's buffer holds the message: TD_CREATE is written into the
-    // new thread's buffer by its creator (the newest clone child of the
-    // reporter, known from the clone stop); every other event into the
-    // reporter's own.
-    tid_t subject = reporter;
-    if (event == TD_CREATE) {
-        auto it = last_clone_child_.find(reporter);
-        subject = it == last_clone_child_.end() ? tid_t{} : it->second;
-        if (it != last_clone_child_.end())
-            last_clone_child_.erase(it);
-    }
+    // Which thread's buffer holds the message. tdagent passes that record as
+    // the reporting function's argument. nptl passes nothing: TD_CREATE is in
+    // the new thread's buffer (the reporter's newest clone child, known from
+    // the clone stop), every other event in the reporter's own.
     target_addr handle;
-    if (subject.value != 0)
-        if (const auto* t = process_->find(subject))
-            handle = t->thread_pointer;
+    tid_t subject = reporter;
+    if (agent_->layout().subject_in_first_argument) {
+        handle = target_addr{arg0};
+        auto tid = p.read_tid(handle);
+        subject = tid ? tid_t{*tid} : tid_t{};
+        if (subject.value != 0)
+            handles_by_lwp_[subject] = handle;
+    } else {
+        if (event == TD_CREATE) {
+            auto it = last_clone_child_.find(reporter);
+            subject = it == last_clone_child_.end() ? tid_t{} : it->second;
+            if (it != last_clone_child_.end())
+                last_clone_child_.erase(it);
+        }
+        if (subject.value != 0)
+            if (const auto* t = process_->find(subject))
+                handle = t->thread_pointer;
+    }
 
     if (handle.is_null()) {
         // The clone happened before we attached: fall back to the list.
@@ -582,11 +609,15 @@ std::optional<events::event_message> session::drain(td_event_e event, tid_t repo
     msg.handle = handle;
     msg.tid = subject;
     msg.data = handle.value;
-    if (event == TD_DEATH)
+    if (event == TD_DEATH && subject == reporter)
         death_reported_.insert(subject);
     if (auto buf = p.consume(handle); buf && buf->eventnum == event)
         msg.data = buf->eventdata;
-    msg.name = thread_name(subject);
+    // A thread created while watching reports too: tdagent holds it until
+    // this report is consumed, so it is enabled before it runs user code.
+    if (event == TD_CREATE && armed_ && !agent_->layout().handle_is_thread_pointer)
+        enable_thread_for_watch(handle);
+    msg.name = subject.value ? thread_name(subject) : std::string();
     return msg;
 }
 
@@ -595,7 +626,7 @@ void session::on_thread_created(const ptrace::stop_event& ev)
     last_clone_child_[ev.tid] = ev.child;
     stats_.on_birth(ev.child);
     inherit_journal(ev.tid, ev.child);
-    if (armed_ && agent_) {
+    if (armed_ && agent_ && agent_->layout().handle_is_thread_pointer) {
         if (const auto* t = process_->find(ev.child); t != nullptr && !t->thread_pointer.is_null()) {
             // Only a thread of the library: its record's tid is already set
             // (CLONE_PARENT_SETTID) when the parent reports the clone.
@@ -619,6 +650,8 @@ void session::inherit_journal(tid_t parent, tid_t child)
     // then the creator's original.
     if (!agent_)
         return;
+    if (!agent_->layout().handle_is_thread_pointer)
+        return;  // the agent copies the mask itself, into its own record
     auto creator = thread_pointer(parent);
     auto born = thread_pointer(child);
     if (!creator || !born)
@@ -644,7 +677,7 @@ void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<sessio
     bool death_armed =
         armed_ && std::find(armed_->events.begin(), armed_->events.end(), TD_DEATH) != armed_->events.end();
     if (death_armed && !reported && agent_ && ev.tid.value != pid()) {
-        if (auto tp = thread_pointer(ev.tid)) {
+        if (auto tp = handle_of(ev.tid)) {
             auto& p = agent_->protocol();
             auto tid = p.read_tid(*tp);
             auto on = p.read_report_events(*tp);
@@ -670,7 +703,7 @@ void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<sessio
     // for the next thread.
     // Only the enable flag matters: glibc overwrites a reused record's whole
     // event buffer (mask included) from its creator, but not the flag.
-    if (auto tp = thread_pointer(ev.tid); tp && touched_.contains(*tp)) {
+    if (auto tp = agent_ ? handle_of(ev.tid) : std::nullopt; tp && touched_.contains(*tp)) {
         restore_record(*tp, touched_[*tp] & journal_enable);
         touched_.erase(*tp);
         if (armed_)
@@ -742,16 +775,21 @@ td_result<thread_stats> session::get_stats()
     if (agent_) {
         if (auto n = agent_->protocol().read_nthreads(); n && *n > 0) {
             st.td.nthreads = *n;
-            st.nthreads_source = agent_->backend() == "nptl" ? "__nptl_nthreads" : agent_->backend();
+            st.nthreads_source = agent_->backend() == "nptl" ? "__nptl_nthreads" : "__tdagent_nthreads";
         }
     }
-    // r_concurrency: glibc keeps pthread_setconcurrency's level in a local
-    // symbol, visible only through libc's separate debug file.
-    if (auto sym = lookup_symbol("libc.so.6", "__concurrency_level")) {
+    // r_concurrency: tdagent keeps its own; glibc keeps pthread_setconcurrency's
+    // level in a local symbol, visible only through libc's separate debug file.
+    target_addr level_addr = agent_ ? agent_->layout().concurrency_level : target_addr{};
+    std::string level_source = agent_ && agent_->backend() == "tdagent" ? "__tdagent_concurrency" : "__concurrency_level";
+    if (level_addr.is_null())
+        if (auto sym = lookup_symbol("libc.so.6", "__concurrency_level"))
+            level_addr = sym->address;
+    if (!level_addr.is_null()) {
         std::int32_t level = 0;
-        if (memory().read_value(sym->address, level)) {
+        if (memory().read_value(level_addr, level)) {
             st.td.r_concurrency = level;
-            st.r_concurrency_source = "__concurrency_level";
+            st.r_concurrency_source = level_source;
         }
     }
     reduce_to_int(st.averages.nrunnable.num, st.averages.nrunnable.den, st.td.nrunnable_num, st.td.nrunnable_den);

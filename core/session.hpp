@@ -166,7 +166,9 @@ private:
     void inherit_journal(tid_t parent, tid_t child);
     void on_thread_exiting(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
     void on_exec(std::vector<session_event>& out);
-    std::optional<events::event_message> drain(td_event_e event, tid_t reporter);
+    std::optional<events::event_message> drain(td_event_e event, tid_t reporter, std::uint64_t arg0);
+    /// The thread handle of an LWP (nptl: its thread pointer; tdagent: its record).
+    std::optional<target_addr> handle_of(tid_t lwp);
     void enable_thread_for_watch(target_addr handle);
     /// Remembers a record's original values before the first write to it.
     enum journal_field : unsigned { journal_enable = 1, journal_mask = 2 };
@@ -186,7 +188,8 @@ private:
     // Reporting address -> event, for every site planted by arm() or plant_stops().
     std::unordered_map<target_addr, td_event_e> site_events_;
     std::unordered_map<tid_t, tid_t> last_clone_child_;   // creator -> newest clone child (for TD_CREATE)
-    std::unordered_set<tid_t> death_reported_;            // LWPs whose TD_DEATH came through the reporting address
+    std::unordered_set<tid_t> death_reported_;
+    std::unordered_map<tid_t, target_addr> handles_by_lwp_;  // tdagent: LWP -> record, from messages            // LWPs whose TD_DEATH came through the reporting address
 
     struct armed_state {
         std::vector<td_event_e> events;

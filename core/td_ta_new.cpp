@@ -8,11 +8,17 @@ thread_agent::thread_agent(target_access& target, protocol_layout layout) : prot
 
 td_result<std::unique_ptr<thread_agent>> thread_agent::create(target_access& target, std::string* why)
 {
-    std::string reason;
-    if (auto layout = probe_nptl(target, reason))
+    // tdagent serves every event it reports, create and death included, so
+    // when it is loaded nptl is not used at all: no event is reported twice.
+    std::string agent_reason, nptl_reason;
+    if (target.has_module("libtdagent.so")) {
+        if (auto layout = probe_tdagent(target, agent_reason))
+            return std::make_unique<thread_agent>(target, std::move(*layout));
+    }
+    if (auto layout = probe_nptl(target, nptl_reason))
         return std::make_unique<thread_agent>(target, std::move(*layout));
     if (why != nullptr)
-        *why = reason;
+        *why = agent_reason.empty() ? nptl_reason : agent_reason + "; " + nptl_reason;
     return td_fail(TD_NOLIBTHREAD);
 }
 

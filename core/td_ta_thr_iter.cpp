@@ -25,7 +25,8 @@ td_result<thread_handle> thread_agent::map_lwp2thr(tid_t lwp)
     // The thread pointer is the record (TLS_TCB_AT_TP on x86_64); its tid
     // field confirms it. Fall back to the lists when the LWP was never seen
     // stopped.
-    if (auto tp = target().thread_pointer(lwp); tp && !tp->is_null()) {
+    if (auto tp = layout().handle_is_thread_pointer ? target().thread_pointer(lwp) : std::nullopt;
+        tp && !tp->is_null()) {
         if (auto tid = protocol_.read_tid(*tp); tid && *tid == lwp.value)
             return thread_handle(*this, *tp);
     }

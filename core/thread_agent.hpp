@@ -73,6 +73,9 @@ private:
     event_protocol protocol_;
 };
 
+/// Builds the tdagent layout from libtdagent.so's exported symbols (SPEC §5).
+std::optional<protocol_layout> probe_tdagent(target_access& target, std::string& why);
+
 /// Builds the nptl layout from glibc's exported symbols (SPEC §2.1).
 /// std::nullopt with `why` set when the target has no usable nptl.
 std::optional<protocol_layout> probe_nptl(target_access& target, std::string& why);

@@ -482,7 +482,9 @@ std::optional<stop_event> traced_process::on_breakpoint_trap(task& t)
     }
     t.trap_site = at;
     t.trap_regs = regs;
-    return stop_event{stop_kind::breakpoint, t.tid, {}, at, 0};
+    stop_event ev{stop_kind::breakpoint, t.tid, {}, at, 0};
+    ev.arg0 = regs->arg0();
+    return ev;
 }
 
 std::optional<wait_status> traced_process::wait_first_stop(tid_t child)

@@ -44,6 +44,7 @@ struct stop_event {
     tid_t child;            ///< thread_created: the new LWP
     target_addr address;    ///< breakpoint: the site
     int status = 0;         ///< process_exited / thread_exited: raw wait status
+    std::uint64_t arg0 = 0; ///< breakpoint: the first argument register (rdi) at the trap
 };
 
 /// What the controller knows about one LWP of the target.

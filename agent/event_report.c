@@ -1,0 +1,89 @@
+/* The protocol's variables and descriptors, and the one function that
+ * reports an event (the seed's rule, glibc's CAS push). */
+#define _GNU_SOURCE
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tdagent_internal.h"
+
+TDAGENT_EXPORT const char __tdagent_version[] = "tdagent 1";
+
+TDAGENT_EXPORT td_thr_events_t __tdagent_threads_events;
+TDAGENT_EXPORT struct tdagent_thread *__tdagent_last_event;
+TDAGENT_EXPORT struct tdagent_list __tdagent_thread_list = {&__tdagent_thread_list, &__tdagent_thread_list};
+TDAGENT_EXPORT int __tdagent_nthreads;
+TDAGENT_EXPORT int __tdagent_concurrency;
+
+/* Descriptors in glibc's format (nptl_db's structs.def): a scalar or struct
+ * member is { sizeof * 8, 1, offset }, an array { element bits, count,
+ * offset }. */
+#define MEMBER_SIZE(type, member) (sizeof(((type *)0)->member))
+#define DB_FIELD(name, type, member) \
+    TDAGENT_EXPORT const uint32_t _tdagent_db_##name[3] = {MEMBER_SIZE(type, member) * 8, 1, offsetof(type, member)}
+#define DB_ARRAY_FIELD(name, type, member)                                                       \
+    TDAGENT_EXPORT const uint32_t _tdagent_db_##name[3] = {MEMBER_SIZE(type, member[0]) * 8,   \
+                                                           MEMBER_SIZE(type, member) /         \
+                                                               MEMBER_SIZE(type, member[0]),   \
+                                                           offsetof(type, member)}
+#define DB_SIZEOF(name, type) TDAGENT_EXPORT const uint32_t _tdagent_db_sizeof_##name = sizeof(type)
+
+DB_FIELD(pthread_report_events, struct tdagent_thread, report_events);
+DB_FIELD(pthread_eventbuf, struct tdagent_thread, eventbuf);
+DB_FIELD(pthread_eventbuf_eventmask, struct tdagent_thread, eventbuf.eventmask);
+DB_ARRAY_FIELD(pthread_eventbuf_eventmask_event_bits, struct tdagent_thread, eventbuf.eventmask.event_bits);
+DB_FIELD(td_eventbuf_t_eventnum, td_eventbuf_t, eventnum);
+DB_FIELD(td_eventbuf_t_eventdata, td_eventbuf_t, eventdata);
+DB_ARRAY_FIELD(td_thr_events_t_event_bits, td_thr_events_t, event_bits);
+DB_FIELD(pthread_nextevent, struct tdagent_thread, nextevent);
+DB_FIELD(pthread_tid, struct tdagent_thread, tid);
+DB_FIELD(pthread_start_routine, struct tdagent_thread, start_routine);
+DB_FIELD(pthread_list, struct tdagent_thread, list);
+DB_FIELD(list_t_next, struct tdagent_list, next);
+DB_FIELD(list_t_prev, struct tdagent_list, prev);
+DB_SIZEOF(pthread, struct tdagent_thread);
+DB_SIZEOF(td_eventbuf_t, td_eventbuf_t);
+DB_SIZEOF(td_thr_events_t, td_thr_events_t);
+DB_SIZEOF(list_t, struct tdagent_list);
+
+int tdagent_event_selected(const struct tdagent_thread *reporter, td_event_e event)
+{
+    if (!reporter->report_events || event < TD_MIN_EVENT_NUM || event > TD_MAX_EVENT_NUM)
+        return 0;
+    uint32_t word = __td_eventword(event);
+    uint32_t bit = __td_eventmask(event);
+    uint32_t global = __atomic_load_n(&__tdagent_threads_events.event_bits[word], __ATOMIC_RELAXED);
+    uint32_t own = __atomic_load_n(&reporter->eventbuf.eventmask.event_bits[word], __ATOMIC_RELAXED);
+    return ((global | own) & bit) != 0;
+}
+
+static void push_on_last_event(struct tdagent_thread *subject)
+{
+    struct tdagent_thread *head = __atomic_load_n(&__tdagent_last_event, __ATOMIC_RELAXED);
+    do
+        __atomic_store_n(&subject->nextevent, head, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(&__tdagent_last_event, &head, subject, 1, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED));
+}
+
+void tdagent_report(struct tdagent_thread *reporter, struct tdagent_thread *subject, td_event_e event, void *data)
+{
+    if (!tdagent_event_selected(reporter, event))
+        return;
+    void (*function)(struct tdagent_thread *) = tdagent_report_functions[event];
+    if (function == NULL)
+        return;
+
+    /* A handler reporting TD_CATCHSIG must not interleave with this thread's
+     * own report between filling the buffer and pushing it. */
+    sigset_t old;
+    tdagent_signals_block(&old);
+    __atomic_store_n(&subject->eventbuf.eventdata, data, __ATOMIC_RELAXED);
+    /* Membership of the list is "the buffer holds a message": a consumer
+     * empties the buffer and unlinks the record together. Unlike glibc's
+     * `nextevent == NULL` test, this never pushes the list's tail twice. */
+    td_event_e previous = __atomic_exchange_n(&subject->eventbuf.eventnum, event, __ATOMIC_SEQ_CST);
+    if (previous == TD_EVENT_NONE)
+        push_on_last_event(subject);
+    function(subject);
+    tdagent_signals_restore(&old);
+}

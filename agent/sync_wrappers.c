@@ -1,0 +1,306 @@
+/* Locks, condition variables, semaphores and barriers.
+ *
+ * Reporting off (the common case), each wrapper costs one thread-local load,
+ * one load of report_events and a branch before forwarding.
+ *
+ * Reporting on:
+ *   locks (mutex, rwlock, spin): a try-lock first; only if the lock is
+ *     unavailable: TD_LOCK_TRY, TD_PRI_INHERIT (PTHREAD_PRIO_INHERIT mutexes
+ *     only), TD_SLEEP, the real (blocking or timed) call, TD_READY — all
+ *     with the lock's address. For a spin lock SLEEP/READY bracket the spin.
+ *   condition variables: TD_SLEEP, the wait, [TD_TIMEOUT on ETIMEDOUT],
+ *     TD_READY — data: the condvar's address.
+ *   semaphores: a try-wait first; if it would block: TD_SLEEP, the wait,
+ *     TD_READY — data: the semaphore's address.
+ *   barriers: TD_SLEEP, the wait, TD_READY — data: the barrier's address
+ *     (whether a given arrival blocks cannot be known in advance; the last
+ *     one reports a SLEEP/READY pair that did not block). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
+
+#include "tdagent_internal.h"
+
+/* glibc's mutex kind bit for PTHREAD_PRIO_INHERIT (nptl's
+ * PTHREAD_MUTEX_PRIO_INHERIT_NP); there is no public getter for a mutex's
+ * protocol, only for an attribute's. */
+enum { glibc_mutex_prio_inherit_bit = 32 };
+
+static int is_priority_inheriting(const pthread_mutex_t *m)
+{
+    return (__atomic_load_n(&m->__data.__kind, __ATOMIC_RELAXED) & glibc_mutex_prio_inherit_bit) != 0;
+}
+
+static void report_contended_mutex(struct tdagent_thread *self, pthread_mutex_t *m)
+{
+    tdagent_report(self, self, TD_LOCK_TRY, m);
+    if (is_priority_inheriting(m))
+        tdagent_report(self, self, TD_PRI_INHERIT, m);
+    tdagent_report(self, self, TD_SLEEP, m);
+}
+
+static void report_contended_lock(struct tdagent_thread *self, void *lock)
+{
+    tdagent_report(self, self, TD_LOCK_TRY, lock);
+    tdagent_report(self, self, TD_SLEEP, lock);
+}
+
+/* ---- mutexes ------------------------------------------------------------ */
+
+__attribute__((noinline)) static int mutex_lock_reporting(struct tdagent_thread *self, pthread_mutex_t *m)
+{
+    int err = tdagent_real.pthread_mutex_trylock(m);
+    if (err != EBUSY)
+        return err; /* acquired, or an error (EOWNERDEAD acquires too) */
+    report_contended_mutex(self, m);
+    err = tdagent_real.pthread_mutex_lock(m);
+    tdagent_report(self, self, TD_READY, m);
+    return err;
+}
+
+TDAGENT_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (TDAGENT_UNLIKELY(self->report_events))
+        return mutex_lock_reporting(self, m);
+    return tdagent_real.pthread_mutex_lock(m);
+}
+
+TDAGENT_EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *abstime)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (!TDAGENT_UNLIKELY(self->report_events))
+        return tdagent_real.pthread_mutex_timedlock(m, abstime);
+    int err = tdagent_real.pthread_mutex_trylock(m);
+    if (err != EBUSY)
+        return err;
+    report_contended_mutex(self, m);
+    err = tdagent_real.pthread_mutex_timedlock(m, abstime);
+    tdagent_report(self, self, TD_READY, m);
+    return err;
+}
+
+TDAGENT_EXPORT int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clock, const struct timespec *abstime)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (!TDAGENT_UNLIKELY(self->report_events))
+        return tdagent_real.pthread_mutex_clocklock(m, clock, abstime);
+    int err = tdagent_real.pthread_mutex_trylock(m);
+    if (err != EBUSY)
+        return err;
+    report_contended_mutex(self, m);
+    err = tdagent_real.pthread_mutex_clocklock(m, clock, abstime);
+    tdagent_report(self, self, TD_READY, m);
+    return err;
+}
+
+/* ---- rwlocks ------------------------------------------------------------ */
+
+/* One body for the six blocking rwlock calls: `kind` picks the call. */
+enum rwlock_call { rd, wr, timed_rd, timed_wr, clock_rd, clock_wr };
+
+static int rwlock_forward(enum rwlock_call kind, pthread_rwlock_t *l, clockid_t clock, const struct timespec *t)
+{
+    switch (kind) {
+    case rd: return tdagent_real.pthread_rwlock_rdlock(l);
+    case wr: return tdagent_real.pthread_rwlock_wrlock(l);
+    case timed_rd: return tdagent_real.pthread_rwlock_timedrdlock(l, t);
+    case timed_wr: return tdagent_real.pthread_rwlock_timedwrlock(l, t);
+    case clock_rd: return tdagent_real.pthread_rwlock_clockrdlock(l, clock, t);
+    case clock_wr: return tdagent_real.pthread_rwlock_clockwrlock(l, clock, t);
+    }
+    return EINVAL;
+}
+
+__attribute__((noinline)) static int rwlock_reporting(struct tdagent_thread *self, enum rwlock_call kind,
+                                                      pthread_rwlock_t *l, clockid_t clock,
+                                                      const struct timespec *t)
+{
+    int is_read = kind == rd || kind == timed_rd || kind == clock_rd;
+    int err = is_read ? tdagent_real.pthread_rwlock_tryrdlock(l) : tdagent_real.pthread_rwlock_trywrlock(l);
+    if (err != EBUSY)
+        return err;
+    report_contended_lock(self, l);
+    err = rwlock_forward(kind, l, clock, t);
+    tdagent_report(self, self, TD_READY, l);
+    return err;
+}
+
+TDAGENT_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *l)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (TDAGENT_UNLIKELY(self->report_events))
+        return rwlock_reporting(self, rd, l, 0, NULL);
+    return tdagent_real.pthread_rwlock_rdlock(l);
+}
+
+TDAGENT_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *l)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (TDAGENT_UNLIKELY(self->report_events))
+        return rwlock_reporting(self, wr, l, 0, NULL);
+    return tdagent_real.pthread_rwlock_wrlock(l);
+}
+
+TDAGENT_EXPORT int pthread_rwlock_timedrdlock(pthread_rwlock_t *l, const struct timespec *t)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (TDAGENT_UNLIKELY(self->report_events))
+        return rwlock_reporting(self, timed_rd, l, 0, t);
+    return tdagent_real.pthread_rwlock_timedrdlock(l, t);
+}
+
+TDAGENT_EXPORT int pthread_rwlock_timedwrlock(pthread_rwlock_t *l, const struct timespec *t)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (TDAGENT_UNLIKELY(self->report_events))
+        return rwlock_reporting(self, timed_wr, l, 0, t);
+    return tdagent_real.pthread_rwlock_timedwrlock(l, t);
+}
+
+TDAGENT_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t c, const struct timespec *t)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (TDAGENT_UNLIKELY(self->report_events))
+        return rwlock_reporting(self, clock_rd, l, c, t);
+    return tdagent_real.pthread_rwlock_clockrdlock(l, c, t);
+}
+
+TDAGENT_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t c, const struct timespec *t)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (TDAGENT_UNLIKELY(self->report_events))
+        return rwlock_reporting(self, clock_wr, l, c, t);
+    return tdagent_real.pthread_rwlock_clockwrlock(l, c, t);
+}
+
+/* ---- spin locks --------------------------------------------------------- */
+
+__attribute__((noinline)) static int spin_lock_reporting(struct tdagent_thread *self, pthread_spinlock_t *l)
+{
+    int err = tdagent_real.pthread_spin_trylock(l);
+    if (err != EBUSY)
+        return err;
+    report_contended_lock(self, (void *)l);
+    err = tdagent_real.pthread_spin_lock(l);
+    tdagent_report(self, self, TD_READY, (void *)l);
+    return err;
+}
+
+TDAGENT_EXPORT int pthread_spin_lock(pthread_spinlock_t *l)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (TDAGENT_UNLIKELY(self->report_events))
+        return spin_lock_reporting(self, l);
+    return tdagent_real.pthread_spin_lock(l);
+}
+
+/* ---- condition variables ----------------------------------------------- */
+
+TDAGENT_EXPORT int pthread_cond_wait(pthread_cond_t *cv, pthread_mutex_t *m)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (!TDAGENT_UNLIKELY(self->report_events))
+        return tdagent_real.pthread_cond_wait(cv, m);
+    tdagent_report(self, self, TD_SLEEP, cv);
+    int err = tdagent_real.pthread_cond_wait(cv, m);
+    tdagent_report(self, self, TD_READY, cv);
+    return err;
+}
+
+static int finish_timed_cond_wait(struct tdagent_thread *self, pthread_cond_t *cv, int err)
+{
+    if (err == ETIMEDOUT)
+        tdagent_report(self, self, TD_TIMEOUT, cv);
+    tdagent_report(self, self, TD_READY, cv);
+    return err;
+}
+
+TDAGENT_EXPORT int pthread_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *m, const struct timespec *abstime)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (!TDAGENT_UNLIKELY(self->report_events))
+        return tdagent_real.pthread_cond_timedwait(cv, m, abstime);
+    tdagent_report(self, self, TD_SLEEP, cv);
+    return finish_timed_cond_wait(self, cv, tdagent_real.pthread_cond_timedwait(cv, m, abstime));
+}
+
+TDAGENT_EXPORT int pthread_cond_clockwait(pthread_cond_t *cv, pthread_mutex_t *m, clockid_t clock,
+                                          const struct timespec *abstime)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (!TDAGENT_UNLIKELY(self->report_events))
+        return tdagent_real.pthread_cond_clockwait(cv, m, clock, abstime);
+    tdagent_report(self, self, TD_SLEEP, cv);
+    return finish_timed_cond_wait(self, cv, tdagent_real.pthread_cond_clockwait(cv, m, clock, abstime));
+}
+
+/* ---- semaphores --------------------------------------------------------- */
+
+/* 1 when the semaphore was taken without blocking; errno is preserved. */
+static int sem_try(sem_t *s)
+{
+    int saved = errno;
+    int taken = tdagent_real.sem_trywait(s) == 0;
+    errno = saved;
+    return taken;
+}
+
+TDAGENT_EXPORT int sem_wait(sem_t *s)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (!TDAGENT_UNLIKELY(self->report_events))
+        return tdagent_real.sem_wait(s);
+    if (sem_try(s))
+        return 0;
+    tdagent_report(self, self, TD_SLEEP, s);
+    int r = tdagent_real.sem_wait(s);
+    int saved = errno;
+    tdagent_report(self, self, TD_READY, s);
+    errno = saved;
+    return r;
+}
+
+TDAGENT_EXPORT int sem_timedwait(sem_t *s, const struct timespec *abstime)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (!TDAGENT_UNLIKELY(self->report_events))
+        return tdagent_real.sem_timedwait(s, abstime);
+    if (sem_try(s))
+        return 0;
+    tdagent_report(self, self, TD_SLEEP, s);
+    int r = tdagent_real.sem_timedwait(s, abstime);
+    int saved = errno;
+    tdagent_report(self, self, TD_READY, s);
+    errno = saved;
+    return r;
+}
+
+TDAGENT_EXPORT int sem_clockwait(sem_t *s, clockid_t clock, const struct timespec *abstime)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (!TDAGENT_UNLIKELY(self->report_events))
+        return tdagent_real.sem_clockwait(s, clock, abstime);
+    if (sem_try(s))
+        return 0;
+    tdagent_report(self, self, TD_SLEEP, s);
+    int r = tdagent_real.sem_clockwait(s, clock, abstime);
+    int saved = errno;
+    tdagent_report(self, self, TD_READY, s);
+    errno = saved;
+    return r;
+}
+
+/* ---- barriers ----------------------------------------------------------- */
+
+TDAGENT_EXPORT int pthread_barrier_wait(pthread_barrier_t *b)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (!TDAGENT_UNLIKELY(self->report_events))
+        return tdagent_real.pthread_barrier_wait(b);
+    tdagent_report(self, self, TD_SLEEP, b);
+    int err = tdagent_real.pthread_barrier_wait(b);
+    tdagent_report(self, self, TD_READY, b);
+    return err;
+}

@@ -1,0 +1,134 @@
+/* tdagent_internal.h — what the agent's source files share. Hidden symbols
+ * only; nothing here is exported. */
+#ifndef TDAGENT_INTERNAL_H
+#define TDAGENT_INTERNAL_H
+
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <time.h>
+
+#include "tdagent_record.h"
+
+#define TDAGENT_EXPORT __attribute__((visibility("default")))
+#define TDAGENT_HIDDEN __attribute__((visibility("hidden")))
+#define TDAGENT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- the calling thread's record (thread_lifecycle.c) -------------------
+ * Every thread's TLS starts pointing at tdagent_unregistered, a record with
+ * report_events permanently 0, so the reporting-off path of every wrapper is
+ * one thread-local load, one load of report_events and a branch. */
+extern struct tdagent_thread tdagent_unregistered TDAGENT_HIDDEN;
+extern __thread struct tdagent_thread *tdagent_self
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+
+/* Registers the initial thread and resolves the real functions, once. */
+void tdagent_ensure_init(void) TDAGENT_HIDDEN;
+
+/* ---- reporting (event_report.c) ---------------------------------------- */
+
+/* Whether `reporter` reports `event`: report_events on and the event in its
+ * own mask or the global mask (the seed's rule). */
+int tdagent_event_selected(const struct tdagent_thread *reporter, td_event_e event) TDAGENT_HIDDEN;
+
+/* Reports `event` with `data` into subject's buffer if `reporter` reports it:
+ * fills the buffer (overwriting an unread message), pushes subject on
+ * __tdagent_last_event unless its buffer already held a message, and calls
+ * the event's reporting function with subject. Async-signal-safe: signals
+ * other than the synchronous ones are blocked while it runs. */
+void tdagent_report(struct tdagent_thread *reporter, struct tdagent_thread *subject, td_event_e event,
+                    void *data) TDAGENT_HIDDEN;
+
+/* The reporting functions by td_event_e (NULL for events with none), from
+ * event_functions_x86_64.S. */
+extern void (*const tdagent_report_functions[16])(struct tdagent_thread *) TDAGENT_HIDDEN;
+
+/* ---- internal lock (lock.c): a futex mutex that never goes through the
+ * interposed pthread functions. Not async-signal-safe. */
+struct tdagent_lock {
+    int word;
+};
+void tdagent_lock_acquire(struct tdagent_lock *lock) TDAGENT_HIDDEN;
+void tdagent_lock_release(struct tdagent_lock *lock) TDAGENT_HIDDEN;
+void tdagent_futex_wait(int *word, int expected) TDAGENT_HIDDEN;
+void tdagent_futex_wake_all(int *word) TDAGENT_HIDDEN;
+
+/* ---- thread registry (thread_registry.c) -------------------------------
+ * Records come from a pool that is never unmapped, so a controller's read of
+ * a stale handle never faults. A record is reused only when no owner holds
+ * it and its buffer is empty and unlinked (a controller consumed it). */
+
+/* A zeroed record with refs = 2 (the creator and the lifecycle), or NULL. */
+struct tdagent_thread *tdagent_registry_alloc(void) TDAGENT_HIDDEN;
+/* Drops one owner; the last one returns the record to the pool. */
+void tdagent_registry_release(struct tdagent_thread *rec) TDAGENT_HIDDEN;
+/* Called by a new thread with tid and pthread set: maps its pthread_t, links
+ * it on the live list and counts it (birth_nthreads). */
+void tdagent_registry_add_live(struct tdagent_thread *rec) TDAGENT_HIDDEN;
+/* Called by the creator once pthread_create returned: maps pthread_t unless
+ * the thread did already (or was already reaped). */
+void tdagent_registry_publish(struct tdagent_thread *rec, pthread_t thread) TDAGENT_HIDDEN;
+/* The record of a mapped pthread_t with an owner reference taken (release
+ * it), or NULL. */
+struct tdagent_thread *tdagent_registry_find(pthread_t thread) TDAGENT_HIDDEN;
+/* Unlinks from the live list and uncounts; returns the new thread count. */
+int tdagent_registry_remove_live(struct tdagent_thread *rec) TDAGENT_HIDDEN;
+/* Removes the pthread_t mapping (at reap). */
+void tdagent_registry_unmap(struct tdagent_thread *rec) TDAGENT_HIDDEN;
+/* After fork, in the child: only the calling thread is alive. */
+void tdagent_registry_after_fork_child(struct tdagent_thread *self) TDAGENT_HIDDEN;
+void tdagent_registry_before_fork(void) TDAGENT_HIDDEN;
+void tdagent_registry_after_fork_parent(void) TDAGENT_HIDDEN;
+
+/* ---- the real functions (real_functions.c) ------------------------------
+ * Resolved with dlsym(RTLD_NEXT) (dlvsym for the versioned condition
+ * variable calls) on first use, before any constructor if need be. */
+struct tdagent_real {
+    int (*pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+    void (*pthread_exit)(void *) __attribute__((noreturn));
+    int (*pthread_join)(pthread_t, void **);
+    int (*pthread_tryjoin_np)(pthread_t, void **);
+    int (*pthread_timedjoin_np)(pthread_t, void **, const struct timespec *);
+    int (*pthread_clockjoin_np)(pthread_t, void **, clockid_t, const struct timespec *);
+    int (*pthread_detach)(pthread_t);
+    int (*pthread_mutex_lock)(pthread_mutex_t *);
+    int (*pthread_mutex_trylock)(pthread_mutex_t *);
+    int (*pthread_mutex_timedlock)(pthread_mutex_t *, const struct timespec *);
+    int (*pthread_mutex_clocklock)(pthread_mutex_t *, clockid_t, const struct timespec *);
+    int (*pthread_rwlock_rdlock)(pthread_rwlock_t *);
+    int (*pthread_rwlock_wrlock)(pthread_rwlock_t *);
+    int (*pthread_rwlock_tryrdlock)(pthread_rwlock_t *);
+    int (*pthread_rwlock_trywrlock)(pthread_rwlock_t *);
+    int (*pthread_rwlock_timedrdlock)(pthread_rwlock_t *, const struct timespec *);
+    int (*pthread_rwlock_timedwrlock)(pthread_rwlock_t *, const struct timespec *);
+    int (*pthread_rwlock_clockrdlock)(pthread_rwlock_t *, clockid_t, const struct timespec *);
+    int (*pthread_rwlock_clockwrlock)(pthread_rwlock_t *, clockid_t, const struct timespec *);
+    int (*pthread_spin_lock)(pthread_spinlock_t *);
+    int (*pthread_spin_trylock)(pthread_spinlock_t *);
+    int (*pthread_cond_wait)(pthread_cond_t *, pthread_mutex_t *);
+    int (*pthread_cond_timedwait)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
+    int (*pthread_cond_clockwait)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *);
+    int (*sem_wait)(sem_t *);
+    int (*sem_trywait)(sem_t *);
+    int (*sem_timedwait)(sem_t *, const struct timespec *);
+    int (*sem_clockwait)(sem_t *, clockid_t, const struct timespec *);
+    int (*pthread_barrier_wait)(pthread_barrier_t *);
+    int (*pthread_setconcurrency)(int);
+    int (*pthread_getconcurrency)(void);
+    int (*sigaction)(int, const struct sigaction *, struct sigaction *);
+};
+extern struct tdagent_real tdagent_real TDAGENT_HIDDEN;
+void tdagent_resolve_real(void) TDAGENT_HIDDEN;
+
+/* ---- signals (signal_wrappers.c) ---------------------------------------- */
+/* Sets the thread's mask to "every signal but SIGTRAP, SIGSEGV, SIGBUS,
+ * SIGILL, SIGFPE, SIGSYS" with the raw syscall (no asynchronous handler can
+ * interleave; a controller's int3 is never raised blocked); restores with
+ * tdagent_signals_restore. */
+void tdagent_signals_block(sigset_t *old) TDAGENT_HIDDEN;
+void tdagent_signals_restore(const sigset_t *old) TDAGENT_HIDDEN;
+
+/* ---- rusage (thread_rusage.c) ------------------------------------------- */
+void tdagent_rusage_init_from_env(void) TDAGENT_HIDDEN;
+
+#endif /* TDAGENT_INTERNAL_H */
