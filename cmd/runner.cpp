@@ -46,6 +46,29 @@ std::string join_events(const std::vector<td_event_e>& list)
     return s.empty() ? "none" : s;
 }
 
+// Holds every thread of the target for the guard's lifetime (unless it was
+// held already): lists and buffers in target memory are read and edited
+// while no thread can change them.
+class target_hold {
+public:
+    explicit target_hold(core::session& s) : s_(s), was_held_(s.is_held())
+    {
+        if (!was_held_ && s_.is_alive())
+            s_.interrupt();
+    }
+    ~target_hold()
+    {
+        if (!was_held_ && s_.is_alive())
+            s_.resume();
+    }
+    target_hold(const target_hold&) = delete;
+    target_hold& operator=(const target_hold&) = delete;
+
+private:
+    core::session& s_;
+    bool was_held_;
+};
+
 }  // namespace
 
 runner::runner(core::session& session, output& out, signal_source& signals)
@@ -198,10 +221,11 @@ run_end runner::run_until(std::optional<double> seconds,
         }
         int wait_ms = -1;
         if (deadline) {
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - clock::now()).count();
+            auto left = std::chrono::duration_cast<std::chrono::microseconds>(*deadline - clock::now()).count();
             if (left <= 0)
                 return run_end::timeout;
-            wait_ms = static_cast<int>(std::min<long long>(left, 1000 * 60 * 60));
+            // Round up: poll() must not return before the deadline.
+            wait_ms = static_cast<int>(std::min<long long>((left + 999) / 1000, 1000 * 60 * 60));
         }
         pollfd fds[2] = {{session_.wait_fd(), POLLIN, 0}, {signals_.fd(), POLLIN, 0}};
         ::poll(fds, 2, wait_ms);
@@ -282,6 +306,7 @@ command_status runner::cmd_threads(const words& w, const std::string& where)
         std::optional<td_thrinfo_t> info;
         target_addr handle;
     };
+    target_hold hold(session_);
     std::map<pid_t, row> rows;
     for (tid_t t : session_.lwps())
         rows[t.value] = row{t, std::nullopt, {}};
@@ -436,6 +461,7 @@ command_status runner::cmd_event_mask(const words& w, const std::string& where, 
     if (!require_agent(where))
         return command_status::failed;
     auto mask = events::to_event_set(*list);
+    target_hold hold(session_);
     json_record rec;
     rec["type"] = "mask";
     if (w.size() == 4) {
@@ -477,6 +503,7 @@ command_status runner::cmd_event_enable(const words& w, const std::string& where
         return usage_error(where, fmt::format("expected on or off, got '{}'", w[2]));
     if (!require_agent(where))
         return command_status::failed;
+    target_hold hold(session_);
     std::vector<core::thread_handle> targets;
     if (w.size() == 4 && w[3] != "all") {
         auto th = handle_for(w[3], where);
@@ -517,12 +544,10 @@ command_status runner::cmd_event_getmsg(const words& w, const std::string& where
             return command_status::failed;
     }
     // The message list is edited in place: no thread may push meanwhile.
-    bool was_held = session_.is_held();
-    if (!was_held)
-        session_.interrupt();
-    auto msg = th ? th->event_getmsg() : session_.agent()->event_getmsg();
-    if (!was_held)
-        session_.resume();
+    auto msg = [&] {
+        target_hold hold(session_);
+        return th ? th->event_getmsg() : session_.agent()->event_getmsg();
+    }();
     if (!msg) {
         if (msg.error() == TD_NOMSG) {
             // An expected outcome, not a failure.

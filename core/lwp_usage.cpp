@@ -30,6 +30,11 @@ timeval ticks_to_timeval(std::uint64_t ticks)
     return tv;
 }
 
+bool is_dead_state(char state)
+{
+    return state == 'Z' || state == 'X' || state == 'x';
+}
+
 timespec ns_to_timespec(std::uint64_t ns)
 {
     timespec ts{};
@@ -44,7 +49,8 @@ std::expected<struct rusage, int> read_lwp_rusage(pid_t pid, tid_t lwp, std::uin
 {
     auto stat = procfs::read_task_stat(pid, lwp);
     auto status = procfs::read_task_status(pid, lwp);
-    if (!stat || !status || status->tgid != pid)
+    // An exited thread lingers as a zombie until reaped: it is no live thread.
+    if (!stat || !status || status->tgid != pid || is_dead_state(stat->state))
         return std::unexpected(ESRCH);
     struct rusage ru {};
     ru.ru_utime = ticks_to_timeval(stat->utime);
@@ -67,7 +73,7 @@ std::expected<lwp_times, int> read_lwp_times(pid_t pid, tid_t lwp)
 {
     auto stat = procfs::read_task_stat(pid, lwp);
     auto sched = procfs::read_task_schedstat(pid, lwp);
-    if (!stat || !sched)
+    if (!stat || !sched || is_dead_state(stat->state))
         return std::unexpected(ESRCH);
     std::uint64_t total = sched->cpu_ns;
     std::uint64_t ticks = stat->utime + stat->stime;

@@ -1,5 +1,6 @@
 #include "core/stats_collector.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <time.h>
 
@@ -29,6 +30,7 @@ void stats_collector::start_window(const std::vector<tid_t>& lwps)
     live_.clear();
     dead_ = {};
     frozen_ = {};
+    reported_ = {};
     // The window opens before the first reading and each reading is at or
     // after it, so no LWP is charged more CPU than the time it was counted.
     t0_ns_ = monotonic_ns();
@@ -59,6 +61,7 @@ void stats_collector::reset(const std::vector<tid_t>& lwps)
         live_.clear();
         dead_ = {};
         frozen_ = {};
+        reported_ = {};
     }
 }
 
@@ -115,7 +118,27 @@ stats_collector::sums stats_collector::current(const std::vector<tid_t>& lwps)
         if (auto it = live_.find(t); it != live_.end())
             s.alive_ns += now - it->second.since_ns;
     s.window_ns = now - t0_ns_;
-    return s;
+    return settle(s);
+}
+
+stats_collector::sums stats_collector::settle(sums raw)
+{
+    // The kernel's accounting lags: CPU time of a running task is brought up
+    // to date at ticks and switches, and a run-queue wait is charged only when
+    // it ends (possibly with time from before the window). Report, within the
+    // window, integrals that never decrease and always satisfy
+    // cpu <= runnable <= alive, moving toward the raw values as they settle.
+    sums out = raw;
+    std::uint64_t alive = std::max(raw.alive_ns, reported_.alive_ns);
+    std::uint64_t idle_before = reported_.alive_ns - (reported_.cpu_ns + reported_.wait_ns);
+    std::uint64_t runnable_before = reported_.cpu_ns + reported_.wait_ns;
+    std::uint64_t runnable = std::clamp(raw.cpu_ns + raw.wait_ns, runnable_before, alive - idle_before);
+    std::uint64_t cpu = std::clamp(raw.cpu_ns, reported_.cpu_ns, runnable);
+    out.alive_ns = alive;
+    out.cpu_ns = cpu;
+    out.wait_ns = runnable - cpu;
+    reported_ = out;
+    return out;
 }
 
 stat_averages stats_collector::to_averages(const sums& s)

@@ -68,6 +68,7 @@ private:
     };
     void start_window(const std::vector<tid_t>& lwps);
     sums current(const std::vector<tid_t>& lwps);
+    sums settle(sums raw);
     static stat_averages to_averages(const sums& s);
 
     pid_t pid_;
@@ -76,6 +77,7 @@ private:
     std::unordered_map<tid_t, base> live_;
     sums dead_;       // LWPs that died inside the window
     sums frozen_;     // the window as it was when gathering was turned off
+    sums reported_;   // the last integrals reported in this window (see settle())
 };
 
 /// Monotonic clock, ns.

@@ -53,6 +53,9 @@ struct traced_process::task : task_info {
     int pending_signal = 0;          // delivered on restart
     target_addr trap_site;           // trapped on this site; step-over due on restart
     std::optional<registers> trap_regs;
+    // The task executed a trap byte but reported our interrupt first: the
+    // trap's SIGTRAP is still queued and is swallowed when it comes.
+    bool sigtrap_owed = false;
 };
 
 traced_process::traced_process(pid_t pid, bool launched)
@@ -124,8 +127,10 @@ void traced_process::seize(tid_t tid, bool is_leader)
         return;  // a thread that died during the attach
     if (err == EPERM && !is_leader) {
         // A thread created during the attach is auto-attached through its
-        // parent's PTRACE_O_TRACECLONE; its clone event will introduce it.
-        if (auto st = procfs::read_task_status(pid_, tid); st && st->tracer_pid == ::getpid())
+        // parent's PTRACE_O_TRACECLONE (its clone event will introduce it); a
+        // thread that is exiting cannot be attached and needs not be.
+        auto st = procfs::read_task_status(pid_, tid);
+        if (!st || st->tracer_pid == ::getpid() || st->state == 'Z' || st->state == 'X')
             return;
     }
     throw error(error_domain::os, err, explain_seize_failure(pid_, err));
@@ -310,18 +315,11 @@ void traced_process::remove_breakpoint(target_addr addr)
         return;
     if (--it->second.reasons > 0)
         return;
-    // A thread stopped right after trapping here must re-execute the
-    // original instruction: move its pc back before the bytes change.
-    for (auto& [tid, t] : tasks_) {
-        if (t->trap_site == addr) {
-            if (auto regs = registers::read(tid)) {
-                regs->set_pc(addr);
-                regs->write(tid);
-            }
-            t->trap_site = {};
-            t->trap_regs.reset();
-        }
-    }
+    // A thread stopped on this site has its step-over finished first, so it
+    // does not trap again on the same report should the site come back.
+    for (auto& [tid, t] : tasks_)
+        if (t->trap_site == addr && t->stopped)
+            finish_step_over(*t);
     if (!gone_)
         it->second.site->remove(*memory_);
     sites_.erase(it);
@@ -348,6 +346,16 @@ std::optional<stop_event> traced_process::next_event(int timeout_ms)
     if (!queue_.empty()) {
         stop_event ev = queue_.front();
         queue_.pop_front();
+        if (ev.kind == stop_kind::thread_exited || ev.kind == stop_kind::process_exited) {
+            if (task* t = find_task(ev.tid); t != nullptr && t->exiting && !t->stopped)
+                forget_task(ev.tid);
+            if (ev.kind == stop_kind::process_exited && !gone_) {
+                gone_ = true;
+                exit_status_ = ev.status;
+                tasks_.clear();
+                sites_.clear();
+            }
+        }
         return ev;
     }
     if (gone_)
@@ -377,6 +385,11 @@ void traced_process::hold_stopped(task& t)
 std::optional<stop_event> traced_process::handle_status(tid_t tid, wait_status ws)
 {
     task* t = find_task(tid);
+    if (t != nullptr && ws.is_stop() && ws.kind() != wait_kind::event_stop) {
+        // Any ptrace-stop clears the kernel's pending interrupt trap: the
+        // PTRACE_INTERRUPT is satisfied by whichever stop comes first.
+        t->interrupt_pending = false;
+    }
     if (t == nullptr) {
         if (ws.is_stop()) {
             // A new clone whose first stop came before its parent's clone event.
@@ -402,6 +415,13 @@ std::optional<stop_event> traced_process::handle_status(tid_t tid, wait_status w
 
     case wait_kind::signal_stop: {
         hold_stopped(*t);
+        if (ws.signal() == SIGTRAP && t->sigtrap_owed) {
+            // The queued SIGTRAP of a hit already reported through an interrupt.
+            t->sigtrap_owed = false;
+            if (!is_holding() && !t->needs_owner)
+                restart(*t);
+            return std::nullopt;
+        }
         if (ws.signal() == SIGTRAP) {
             if (auto ev = on_breakpoint_trap(*t))
                 return ev;
@@ -426,15 +446,21 @@ std::optional<stop_event> traced_process::handle_status(tid_t tid, wait_status w
             restart(*t);
         return std::nullopt;
 
-    case wait_kind::event_stop:
+    case wait_kind::event_stop: {
         hold_stopped(*t);
-        if (t->interrupt_pending)
-            t->interrupt_pending = false;
-        else if (t->in_group_stop)
+        bool interrupted = t->interrupt_pending;
+        t->interrupt_pending = false;
+        // The kernel reports a pending jobctl trap before a queued signal: a
+        // thread that had just executed a trap byte shows up here, past the
+        // site, with the trap's SIGTRAP still queued. It is a hit.
+        if (auto ev = on_trap_before_interrupt(*t))
+            return ev;
+        if (!interrupted && t->in_group_stop)
             t->in_group_stop = false;  // a LISTENing task reports the end of its group-stop
         if (!is_holding() && !t->needs_owner)
             restart(*t);
         return std::nullopt;
+    }
 
     case wait_kind::clone_event:
         hold_stopped(*t);
@@ -485,6 +511,114 @@ std::optional<stop_event> traced_process::on_breakpoint_trap(task& t)
     stop_event ev{stop_kind::breakpoint, t.tid, {}, at, 0};
     ev.arg0 = regs->arg0();
     return ev;
+}
+
+std::optional<stop_event> traced_process::on_trap_before_interrupt(task& t)
+{
+    if (sites_.empty() || !t.trap_site.is_null())
+        return std::nullopt;
+    auto regs = registers::read(t.tid);
+    if (!regs)
+        return std::nullopt;
+    target_addr at = regs->pc() - breakpoint_pc_adjust;
+    auto it = sites_.find(at);
+    // pc one past an inserted site is reachable only through its trap byte:
+    // the site holds a `ret` or the first byte of a longer instruction.
+    if (it == sites_.end() || !it->second.site->is_inserted())
+        return std::nullopt;
+    // pc one past a site is also where a thread resumed in place sits before
+    // its `ret`: only a trap's SIGTRAP still queued for the thread tells.
+    if (!has_queued_trap(t.tid))
+        return std::nullopt;
+    t.trap_site = at;
+    t.trap_regs = regs;
+    t.sigtrap_owed = true;
+    stop_event ev{stop_kind::breakpoint, t.tid, {}, at, 0};
+    ev.arg0 = regs->arg0();
+    return ev;
+}
+
+bool traced_process::has_queued_trap(tid_t tid)
+{
+    // The thread's private queue (no PTRACE_PEEKSIGINFO_SHARED): a trap
+    // byte's SIGTRAP is sent to the thread with si_code SI_KERNEL.
+    siginfo_t pending[16];
+    __ptrace_peeksiginfo_args args{0, 0, 16};
+    long n = 0;
+    if (ptrace_call(PTRACE_PEEKSIGINFO, tid, &args, pending, &n) != 0 || n <= 0)
+        return false;
+    for (long i = 0; i < n; ++i)
+        if (pending[i].si_signo == SIGTRAP && pending[i].si_code == SI_KERNEL)
+            return true;
+    return false;
+}
+
+void traced_process::note_vanished(task& t, wait_status ws)
+{
+    // Its exit status was taken here, outside the wait loop: report it from
+    // the queue, where the task is forgotten when the owner takes the event.
+    t.stopped = false;
+    t.exiting = true;
+    bool leader = t.tid.value == pid_;
+    queue_.push_back(stop_event{leader ? stop_kind::process_exited : stop_kind::thread_exited, t.tid, {}, {},
+                                ws.raw()});
+}
+
+void traced_process::consume_owed_sigtrap(task& t)
+{
+    if (!t.sigtrap_owed || !t.stopped)
+        return;
+    // Resuming dequeues the SIGTRAP before any instruction runs: the task
+    // stops again in its signal-delivery-stop, and the signal is dropped.
+    if (ptrace_call(PTRACE_CONT, t.tid, nullptr, nullptr) != 0)
+        return;
+    for (int i = 0; i < 8; ++i) {
+        auto ws = waiter_->wait_for(t.tid);
+        if (!ws) {
+            t.stopped = false;
+            t.exiting = true;
+            return;
+        }
+        if (!ws->is_stop()) {
+            note_vanished(t, *ws);
+            return;
+        }
+        if (ws->kind() == wait_kind::exit_event) {
+            t.exiting = true;  // killed meanwhile: let it finish dying
+        }
+        if (ws->kind() == wait_kind::signal_stop && ws->signal() == SIGTRAP)
+            break;
+        if (ws->kind() == wait_kind::signal_stop) {
+            t.pending_signal = ws->signal();
+            ++t.signals_received;
+        }
+        if (ptrace_call(PTRACE_CONT, t.tid, nullptr, nullptr) != 0)
+            return;
+    }
+    t.sigtrap_owed = false;
+}
+
+void traced_process::finish_step_over(task& t)
+{
+    auto it = sites_.find(t.trap_site);
+    if (it == sites_.end())
+        return;
+    breakpoint_site& site = *it->second.site;
+    consume_owed_sigtrap(t);
+    if (site.kind() == step_over_kind::single_step) {
+        step_over_single(t, site);
+    } else {
+        // The site holds a return: perform it, so the thread is past the site
+        // and the same report cannot trap again once the bytes change.
+        registers regs = t.trap_regs ? *t.trap_regs : registers::read(t.tid).value_or(registers{});
+        std::uint64_t ret_addr = 0;
+        memory_->read_value(regs.sp(), ret_addr);
+        regs.set_pc(target_addr{ret_addr});
+        regs.set_sp(regs.sp() + 8);
+        regs.write(t.tid);
+    }
+    t.trap_site = {};
+    t.trap_regs.reset();
 }
 
 std::optional<wait_status> traced_process::wait_first_stop(tid_t child)
@@ -665,6 +799,7 @@ void traced_process::restart(task& t)
 
 void traced_process::step_over_single(task& t, breakpoint_site& site)
 {
+    consume_owed_sigtrap(t);
     // Other threads must not run past the site while its bytes are lifted.
     bool stopped_others = false;
     if (!is_holding()) {
@@ -703,7 +838,7 @@ void traced_process::step_over_single(task& t, breakpoint_site& site)
             continue;
         }
         if (!ws->is_stop()) {
-            forget_task(t.tid);
+            note_vanished(t, *ws);
             return;
         }
         if (auto ev = handle_status(t.tid, *ws))
@@ -775,23 +910,35 @@ void traced_process::detach()
         // Detach what can be detached; a task that never stopped keeps running.
         std::fprintf(stderr, "tdctl: %s\n", e.what());
     }
-    // Finish every trap: a thread past a trap byte re-executes the original
-    // instruction once the bytes are back.
+    // Finish every step-over, and drop every trap's queued SIGTRAP, before
+    // the bytes go back: a detached thread must never meet either.
     for (auto& [tid, t] : tasks_) {
-        if (!t->trap_site.is_null()) {
-            if (auto regs = registers::read(tid)) {
-                regs->set_pc(t->trap_site);
-                regs->write(tid);
-            }
-            t->trap_site = {};
-        }
+        if (!t->trap_site.is_null() && t->stopped)
+            finish_step_over(*t);
+        consume_owed_sigtrap(*t);
     }
     for (auto& [addr, e] : sites_)
         e.site->remove(*memory_);
     sites_.clear();
+    std::vector<tid_t> dying;
     for (auto& [tid, t] : tasks_) {
+        if (!t->stopped) {
+            dying.push_back(tid);  // past its exit stop: cannot be detached
+            continue;
+        }
         int sig = t->pending_signal;
         ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(sig));
+    }
+    // A traced thread that exits stays a zombie until its tracer reaps it, and
+    // the leader cannot be reaped before its threads: reap them here.
+    for (int round = 0; round < 200 && !dying.empty(); ++round) {
+        std::erase_if(dying, [](tid_t tid) {
+            int status = 0;
+            pid_t r = ::waitpid(tid.value, &status, __WALL | WNOHANG);
+            return r == tid.value || (r < 0 && errno == ECHILD);
+        });
+        if (!dying.empty())
+            ::usleep(5000);
     }
     tasks_.clear();
     queue_.clear();
@@ -837,13 +984,17 @@ std::optional<int> traced_process::wait_launched_exit(int timeout_ms)
     long long waited = 0;
     for (;;) {
         int status = 0;
-        pid_t r = ::waitpid(pid_, &status, WNOHANG);
-        if (r == pid_) {
+        // __WALL also reaps any thread of ours still traced as a zombie, which
+        // would otherwise keep the leader from ever being reaped.
+        pid_t r = ::waitpid(-1, &status, __WALL | WNOHANG);
+        if (r == pid_ && !WIFSTOPPED(status)) {
             exit_status_ = status;
             gone_ = true;
             return status;
         }
-        if (r < 0)
+        if (r > 0)
+            continue;
+        if (r < 0 && errno != EINTR)
             return std::nullopt;
         if (timeout_ms >= 0 && waited >= timeout_ms)
             return std::nullopt;

@@ -147,6 +147,11 @@ private:
     void seize(tid_t tid, bool is_leader);
     std::optional<stop_event> handle_status(tid_t tid, wait_status ws);
     std::optional<stop_event> on_breakpoint_trap(task& t);
+    std::optional<stop_event> on_trap_before_interrupt(task& t);
+    void consume_owed_sigtrap(task& t);
+    static bool has_queued_trap(tid_t tid);
+    void note_vanished(task& t, wait_status ws);
+    void finish_step_over(task& t);
     std::optional<stop_event> on_clone(task& parent);
     void on_fork(task& parent, bool is_vfork);
     std::optional<stop_event> on_exec(tid_t tid);
