@@ -48,11 +48,20 @@ static void report_contended_lock(struct tdagent_thread *self, void *lock)
 
 /* ---- mutexes ------------------------------------------------------------ */
 
+/* An error-checking mutex the caller already owns is no contention: locking
+ * it fails with EDEADLK at once and never blocks. */
+static int relocks_own_errorcheck_mutex(const struct tdagent_thread *self, const pthread_mutex_t *m)
+{
+    return (m->__data.__kind & 3) == PTHREAD_MUTEX_ERRORCHECK_NP && m->__data.__owner == self->tid;
+}
+
 __attribute__((noinline)) static int mutex_lock_reporting(struct tdagent_thread *self, pthread_mutex_t *m)
 {
     int err = tdagent_real.pthread_mutex_trylock(m);
     if (err != EBUSY)
         return err; /* acquired, or an error (EOWNERDEAD acquires too) */
+    if (relocks_own_errorcheck_mutex(self, m))
+        return tdagent_real.pthread_mutex_lock(m);
     report_contended_mutex(self, m);
     err = tdagent_real.pthread_mutex_lock(m);
     tdagent_report(self, self, TD_READY, m);
@@ -75,6 +84,8 @@ TDAGENT_EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct time
     int err = tdagent_real.pthread_mutex_trylock(m);
     if (err != EBUSY)
         return err;
+    if (relocks_own_errorcheck_mutex(self, m))
+        return tdagent_real.pthread_mutex_timedlock(m, abstime);
     report_contended_mutex(self, m);
     err = tdagent_real.pthread_mutex_timedlock(m, abstime);
     tdagent_report(self, self, TD_READY, m);
@@ -89,6 +100,8 @@ TDAGENT_EXPORT int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clock, 
     int err = tdagent_real.pthread_mutex_trylock(m);
     if (err != EBUSY)
         return err;
+    if (relocks_own_errorcheck_mutex(self, m))
+        return tdagent_real.pthread_mutex_clocklock(m, clock, abstime);
     report_contended_mutex(self, m);
     err = tdagent_real.pthread_mutex_clocklock(m, clock, abstime);
     tdagent_report(self, self, TD_READY, m);

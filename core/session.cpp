@@ -331,11 +331,18 @@ td_status session::arm(const std::vector<td_event_e>& events)
     armed_->events = events;
     armed_->global_before = *global;
 
-    if (auto r = plant(events); !r) {
+    std::vector<td_event_e> planted = events;
+    if (!agent_->layout().handle_is_thread_pointer &&
+        std::find(events.begin(), events.end(), TD_CREATE) == events.end() &&
+        agent_->reporting_address_of(TD_CREATE)) {
+        armed_->follow_create = true;
+        planted.push_back(TD_CREATE);
+    }
+    if (auto r = plant(planted); !r) {
         armed_.reset();
         return r;
     }
-    if (auto r = agent_->set_event(events::to_event_set(events)); !r)
+    if (auto r = agent_->set_event(events::to_event_set(planted)); !r)
         return r;
 
     auto threads = agent_->thr_iter();
@@ -371,6 +378,8 @@ void session::disarm()
     auto state = std::move(*armed_);
     armed_.reset();
     remove_sites(state.events);
+    if (state.follow_create)
+        remove_sites({TD_CREATE});
     if (agent_) {
         auto& p = agent_->protocol();
         (void)p.write_global_mask(state.global_before);
@@ -454,6 +463,8 @@ void session::detach()
     drain_queued_silently();
     if (armed_) {
         remove_sites(armed_->events);
+        if (armed_->follow_create)
+            remove_sites({TD_CREATE});
         armed_.reset();
     }
     remove_sites(stop_events_);
@@ -509,7 +520,7 @@ void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& o
         death_reported_.erase(ev.tid);
         return;
     case stop_kind::exec:
-        on_exec(out);
+        on_exec(ev, out);
         return;
     case stop_kind::process_exited: {
         session_event se;
@@ -548,7 +559,9 @@ void session::on_breakpoint(const ptrace::stop_event& ev, std::vector<session_ev
         return;
     }
     bool is_armed = armed_ && std::find(armed_->events.begin(), armed_->events.end(), event) != armed_->events.end();
-    if (is_armed) {
+    if (!is_armed && armed_ && armed_->follow_create && event == TD_CREATE) {
+        (void)drain(event, ev.tid, ev.arg0);  // enables the new thread; not asked for, not shown
+    } else if (is_armed) {
         if (auto msg = drain(event, ev.tid, ev.arg0); msg && !silent) {
             session_event se;
             se.what = session_event::kind::message;
@@ -579,6 +592,13 @@ std::optional<events::event_message> session::drain(td_event_e event, tid_t repo
         handle = target_addr{arg0};
         auto tid = p.read_tid(handle);
         subject = tid ? tid_t{*tid} : tid_t{};
+        // A thread reporting about its own, already unregistered record (a
+        // detached thread's TD_REAP at its exit) is still the reporter.
+        if (subject.value == 0) {
+            auto known = handles_by_lwp_.find(reporter);
+            if (known != handles_by_lwp_.end() && known->second == handle)
+                subject = reporter;
+        }
         if (subject.value != 0)
             handles_by_lwp_[subject] = handle;
     } else {
@@ -712,8 +732,33 @@ void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<sessio
     process_->resume(ev.tid);
 }
 
-void session::on_exec(std::vector<session_event>& out)
+void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& out)
 {
+    // A thread other than the main one that execs ends as a thread: the new
+    // image's main thread is a new one. It never reaches the TD_DEATH
+    // reporting address, so while TD_DEATH is armed its death comes from here.
+    bool death_armed =
+        armed_ && std::find(armed_->events.begin(), armed_->events.end(), TD_DEATH) != armed_->events.end();
+    target_addr exec_handle = ev.address;
+    if (agent_ && !agent_->layout().handle_is_thread_pointer) {
+        auto known = handles_by_lwp_.find(ev.child);
+        exec_handle = known == handles_by_lwp_.end() ? target_addr{} : known->second;
+    }
+    if (death_armed && ev.child.value != 0 && ev.child.value != pid() && !death_reported_.contains(ev.child) &&
+        !exec_handle.is_null()) {
+        session_event se;
+        se.what = session_event::kind::message;
+        se.message.event = TD_DEATH;
+        se.message.tid = ev.child;
+        se.message.handle = exec_handle;
+        se.message.data = exec_handle.value;
+        se.message.reporter = ev.child;
+        se.message.time = seconds_since_start();
+        se.message.origin = "exec";
+        out.push_back(std::move(se));
+    }
+    death_reported_.clear();
+    handles_by_lwp_.clear();
     // The new image has none of our breakpoints and a new libc: re-resolve.
     auto armed_events = armed_ ? armed_->events : std::vector<td_event_e>{};
     armed_.reset();

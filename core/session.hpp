@@ -165,7 +165,7 @@ private:
     void on_thread_created(const ptrace::stop_event& ev);
     void inherit_journal(tid_t parent, tid_t child);
     void on_thread_exiting(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
-    void on_exec(std::vector<session_event>& out);
+    void on_exec(const ptrace::stop_event& ev, std::vector<session_event>& out);
     std::optional<events::event_message> drain(td_event_e event, tid_t reporter, std::uint64_t arg0);
     /// The thread handle of an LWP (nptl: its thread pointer; tdagent: its record).
     std::optional<target_addr> handle_of(tid_t lwp);
@@ -193,6 +193,10 @@ private:
 
     struct armed_state {
         std::vector<td_event_e> events;
+        // tdagent holds and reports a new thread only for TD_CREATE: when
+        // watching other events, create is armed too, to enable each new
+        // thread at its report, but not shown.
+        bool follow_create = false;
         td_thr_events_t global_before{};
         std::unordered_map<target_addr, bool> enable_before;   // handle -> report_events before arm
         std::optional<bool> initial_before;

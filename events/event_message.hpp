@@ -21,7 +21,8 @@ struct event_message {
     std::string name;           ///< the thread's comm (/proc/PID/task/TID/comm), may be empty
     /// Empty when the thread library reported the event; "lwp-exit" for a
     /// TD_DEATH the controller saw at the LWP's exit (the thread was killed,
-    /// e.g. by exit_group, before reaching the reporting address).
+    /// e.g. by exit_group, before reaching the reporting address); "exec" for
+    /// the TD_DEATH of a non-main thread that replaced the process image.
     std::string origin;
 };
 

@@ -15,9 +15,47 @@ double json_seconds(double seconds) {
     return std::round(seconds * 1e6) / 1e6;
 }
 
+namespace {
+
+// nlohmann's float printer (Grisu2) is not always the shortest round-trip
+// form (0.003158 comes out as 0.0031580000000000002); fmt's is. Everything
+// else is nlohmann's own serialization.
+void append_json(std::string& out, const json_record& v) {
+    constexpr auto replace = nlohmann::ordered_json::error_handler_t::replace;
+    if (v.is_number_float()) {
+        double d = v.get<double>();
+        out += std::isfinite(d) ? fmt::format("{}", d) : std::string("null");
+    } else if (v.is_object()) {
+        out += '{';
+        bool first = true;
+        for (const auto& [key, value] : v.items()) {
+            if (!first) out += ',';
+            first = false;
+            out += json_record(key).dump(-1, ' ', false, replace);
+            out += ':';
+            append_json(out, value);
+        }
+        out += '}';
+    } else if (v.is_array()) {
+        out += '[';
+        bool first = true;
+        for (const auto& value : v) {
+            if (!first) out += ',';
+            first = false;
+            append_json(out, value);
+        }
+        out += ']';
+    } else {
+        out += v.dump(-1, ' ', false, replace);
+    }
+}
+
+}  // namespace
+
 std::string json_line(const json_record& record) {
-    // indent -1 = compact; ensure_ascii off keeps valid UTF-8 names readable.
-    std::string line = record.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    // Compact; invalid UTF-8 in names is replaced, valid UTF-8 kept readable.
+    std::string line;
+    append_json(line, record);
     line.push_back('\n');
     return line;
 }

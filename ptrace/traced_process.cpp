@@ -143,6 +143,9 @@ std::unique_ptr<traced_process> traced_process::attach(pid_t pid)
 
     std::unique_ptr<traced_process> p(new traced_process(pid, false));
     p->seize(tid_t{pid}, true);
+    // Needed by the wait loop as soon as any task is ours (clone events read
+    // the parent's memory), including when a later step of attach fails.
+    p->memory_ = std::make_unique<process_memory>(pid);
     // Threads are born and die while we attach: repeat until a pass adds none.
     for (int pass = 0; pass < 1000; ++pass) {
         bool added = false;
@@ -156,7 +159,6 @@ std::unique_ptr<traced_process> traced_process::attach(pid_t pid)
         if (!added)
             break;
     }
-    p->memory_ = std::make_unique<process_memory>(pid);
     p->stop_all();
     for (auto& [tid, t] : p->tasks_) {
         if (auto regs = registers::read(tid))
@@ -710,16 +712,31 @@ std::optional<stop_event> traced_process::on_exec(tid_t tid)
 {
     // The exec'ing thread now has the leader's TID; every other thread is gone
     // and the new image has none of our breakpoints.
+    // waitpid reports the leader's TID; PTRACE_GETEVENTMSG gives the TID the
+    // exec'ing thread had before.
     tid_t leader{pid_};
-    for (auto it = tasks_.begin(); it != tasks_.end();)
-        it = it->first == tid ? std::next(it) : tasks_.erase(it);
-    if (tid != leader) {
-        auto node = tasks_.extract(tid);
+    unsigned long msg = 0;
+    ptrace_call(PTRACE_GETEVENTMSG, tid, nullptr, &msg);
+    tid_t former{msg != 0 ? static_cast<pid_t>(msg) : pid_};
+    target_addr former_tp;
+    if (task* f = find_task(former))
+        former_tp = f->thread_pointer;
+    if (former != leader) {
+        // The exec'ing thread takes the leader's place (and record).
+        auto node = tasks_.extract(former);
+        tasks_.erase(leader);
         if (!node.empty()) {
             node.key() = leader;
             node.mapped()->tid = leader;
             tasks_.insert(std::move(node));
         }
+    }
+    for (auto it = tasks_.begin(); it != tasks_.end();)
+        it = it->first == leader ? std::next(it) : tasks_.erase(it);
+    if (!find_task(leader)) {
+        auto t = std::make_unique<task>();
+        t->tid = leader;
+        tasks_[leader] = std::move(t);
     }
     sites_.clear();
     queue_.erase(std::remove_if(queue_.begin(), queue_.end(),
@@ -734,7 +751,9 @@ std::optional<stop_event> traced_process::on_exec(tid_t tid)
     t.newest_clone_child = {};
     if (auto regs = registers::read(leader))
         t.thread_pointer = regs->thread_pointer();
-    return stop_event{stop_kind::exec, leader, {}, {}, 0};
+    // child/address: the thread that exec'd, as it was before (for a non-main
+    // thread, its old TID and thread pointer).
+    return stop_event{stop_kind::exec, leader, former, former_tp, 0};
 }
 
 // ---------------------------------------------------------------- run control

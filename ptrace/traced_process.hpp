@@ -32,7 +32,8 @@ enum class stop_kind {
     thread_created,   ///< tid (parent, at its clone event) made `child` (at its first stop); both stopped
     thread_exiting,   ///< tid is at PTRACE_EVENT_EXIT, still readable; stopped
     thread_exited,    ///< tid is gone (reaped); nothing to resume
-    exec,             ///< tid (now the leader) runs a new image; every other task and every site is gone; stopped
+    exec,             ///< tid (now the leader) runs a new image; every other task and every site is gone; stopped.
+                      ///< `child` is the TID the exec'ing thread had and `address` its old thread pointer
     process_exited,   ///< every task is gone; `status` is the leader's raw wait status
 };
 

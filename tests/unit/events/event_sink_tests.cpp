@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "events/event_sink.hpp"
@@ -283,4 +284,16 @@ TEST_CASE("printable_name") {
     CHECK(ev::printable_name("\xe2\x82") == "\\xe2\\x82");         // truncated
     CHECK(ev::printable_name("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // surrogate
     CHECK(ev::printable_name("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80");  // > U+10FFFF
+}
+
+TEST_CASE("times print as their microseconds, not as 17 digits")
+{
+    // 0.003158 is one of the values nlohmann's float printer spells with 17
+    // significant digits when given the nearest double.
+    for (double t : {0.003158, 0.0031580000000000002, 1.234567, 12.5, 0.000001}) {
+        std::string line = tdctl::events::json_line(tdctl::events::json_record(tdctl::events::json_seconds(t)));
+        std::string text = line.substr(0, line.size() - 1);
+        CHECK(text.size() <= 12);
+        CHECK(std::abs(std::stod(text) - t) < 1e-9);
+    }
 }

@@ -1,0 +1,367 @@
+// Every tdagent event end to end: a fixture that raises it deterministically
+// runs under `tdctl --agent --json -e 'watch all'`, and the events tdctl
+// prints must be exactly those the fixture recorded — the same multiset of
+// (event, reporting thread, data), and the same order within each thread.
+// Data that is a thread handle is compared as "@tid" (the handle that
+// thread's TD_CREATE gave), so DEATH, REAP and a join's SLEEP/READY must
+// carry exactly the handle CREATE announced.
+//
+// Also: C++ standard-library threads (libstdc++'s own calls), and what
+// `threads` and `stats show` say with the agent loaded.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "tests/agent_e2e/agent_e2e_support.hpp"
+#include "tests/support/support.hpp"
+
+using namespace tdctl;
+using namespace tdctl::agent_e2e;
+
+namespace {
+
+struct fixture_run {
+    tdctl_run run;
+    fixture_record record;
+    std::vector<event_fact> observed;
+    comparison cmp;
+};
+
+/// Runs fixture `name` (with args) under `tdctl --agent --json -e 'watch all'`
+/// and compares. REQUIREs a clean run: tdctl and the target exit 0, the
+/// watch ends with the target, the fixture reached "done".
+fixture_run watch_fixture(const std::string& name, const std::vector<std::string>& args = {})
+{
+    test::require_ptrace();
+    test::temp_file record("tdctl-agent-e2e-" + name);
+    std::vector<std::string> argv{fixture_path(name), "--record", record.path()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    fixture_run fr{run_tdctl_agent({"watch all"}, argv), {}, {}, {}};
+    INFO(describe_run(fr.run));
+    REQUIRE_MESSAGE(fr.run.result.status.is_success(), "tdctl did not exit 0");
+    REQUIRE(fr.run.launched.has_value());
+    CHECK(fr.run.launched->value("backend", "") == "tdagent");
+    REQUIRE(fr.run.exit.has_value());
+    CHECK(fr.run.exit->value("status", -1) == 0);
+    REQUIRE(fr.run.watch_end.has_value());
+    CHECK(fr.run.watch_end->value("reason", "") == "exit");
+    CHECK(fr.run.watch_end->value("messages", std::size_t{0}) == fr.run.events.size());
+    fr.record = read_fixture_record(record.path());
+    REQUIRE_MESSAGE(fr.record.done, "the fixture did not finish; its record:\n", fmt::format("{}", fmt::join(fr.record.lines, "\n")));
+    fr.observed = as_facts(fr.run.events);
+    fr.cmp = compare(fr.record.events, fr.observed);
+    return fr;
+}
+
+/// The multiset and per-thread order are the fixture's.
+void check_same_events(const fixture_run& fr)
+{
+    INFO(describe_run(fr.run));
+    CHECK_MESSAGE(fr.cmp.same_multiset(), fr.cmp.describe());
+    CHECK_MESSAGE(fr.cmp.same_order(), fr.cmp.describe());
+}
+
+/// "tid" is the thread whose buffer held the message: the new thread for
+/// TD_CREATE, the reporter for every other event. A detached thread's own
+/// TD_REAP is left to agent_e2e_known_failing (it reports tid 0).
+void check_tid_fields(const fixture_run& fr)
+{
+    for (const auto& e : fr.run.events) {
+        if (e.event == "TD_CREATE" || (e.event == "TD_REAP" && e.data == e.handle))
+            continue;
+        INFO(e.raw.dump());
+        CHECK(e.tid == e.reporter);
+        CHECK(e.handle != 0);
+    }
+}
+
+std::size_t count_facts(const std::vector<event_fact>& facts, std::string_view event, std::string_view data = {})
+{
+    return static_cast<std::size_t>(std::count_if(facts.begin(), facts.end(), [&](const event_fact& f) {
+        return f.event == event && (data.empty() || f.data == data);
+    }));
+}
+
+}  // namespace
+
+TEST_CASE("TD_CREATE, TD_DEATH, TD_CONCURRENCY: every thread once, counts as the fixture kept them")
+{
+    auto fr = watch_fixture("e2e_lifecycle");
+    check_same_events(fr);
+    check_tid_fields(fr);
+
+    // Every thread the fixture ran: exactly one CREATE (its tid) and one
+    // DEATH (from itself, with the handle its CREATE gave).
+    REQUIRE(fr.record.threads.size() == 8);   // t1..t5 and three "many"
+    for (const auto& [tid, label] : fr.record.threads) {
+        INFO("thread ", tid, " (", label, ")");
+        auto creates = std::count_if(fr.run.events.begin(), fr.run.events.end(),
+                                     [&](const observed_event& e) { return e.event == "TD_CREATE" && e.tid == tid; });
+        CHECK(creates == 1);
+        CHECK(count_facts(fr.observed, "TD_DEATH", fmt::format("@{}", tid)) == 1);
+    }
+    CHECK(fr.run.count("TD_CREATE") == 8);
+    CHECK(fr.run.count("TD_DEATH") == 8);
+    CHECK(fr.run.count("TD_REAP") == 8);
+    // t5 was created by t4, not by main: t4 reports its CREATE.
+    auto t5 = std::find_if(fr.record.threads.begin(), fr.record.threads.end(),
+                           [](const auto& t) { return t.second == "t5"; });
+    auto t4 = std::find_if(fr.record.threads.begin(), fr.record.threads.end(),
+                           [](const auto& t) { return t.second == "t4"; });
+    REQUIRE(t5 != fr.record.threads.end());
+    REQUIRE(t4 != fr.record.threads.end());
+    CHECK(std::count(fr.observed.begin(), fr.observed.end(),
+                     event_fact{"TD_CREATE", t4->first, fmt::format("@{}", t5->first)}) == 1);
+    // pthread_setconcurrency(5): the level; births and deaths: the count.
+    CHECK(count_facts(fr.observed, "TD_CONCURRENCY", "0x5") == 1);
+    CHECK(fr.record.count("TD_CONCURRENCY") == 17);   // 8 births, 8 deaths, 1 setconcurrency
+    CHECK(fr.run.count("TD_CONCURRENCY") == 17);
+}
+
+TEST_CASE("TD_DEATH for threads ended by exit_group, exactly once, with their handles")
+{
+    auto fr = watch_fixture("e2e_lifecycle", {"--exit-live"});
+    check_same_events(fr);
+    check_tid_fields(fr);
+    CHECK(fr.run.count("TD_CREATE") == 10);
+    CHECK(fr.run.count("TD_DEATH") == 10);
+    // The two killed by exit_group: tdctl's message from the exit stop.
+    auto from_exit_stop = std::count_if(fr.run.events.begin(), fr.run.events.end(), [](const observed_event& e) {
+        return e.event == "TD_DEATH" && e.origin == "lwp-exit";
+    });
+    CHECK(from_exit_stop == 2);
+}
+
+TEST_CASE("TD_LOCK_TRY, TD_SLEEP, TD_READY: the contended acquisitions the fixture forced, nothing else")
+{
+    auto fr = watch_fixture("e2e_lock_contention");
+    check_same_events(fr);
+    check_tid_fields(fr);
+    // mutex twice, rwlock twice, timedlock once.
+    CHECK(fr.record.count("TD_LOCK_TRY") == 5);
+    CHECK(fr.run.count("TD_LOCK_TRY") == 5);
+    // 5 locks + semaphore + condvar + 2 barrier arrivals.
+    CHECK(fr.run.count("TD_SLEEP") == 9);
+    CHECK(fr.run.count("TD_READY") == 9);
+    // No lock event on a lock that was free.
+    CHECK(fr.run.count("TD_PRI_INHERIT") == 0);
+    CHECK(fr.run.count("TD_TIMEOUT") == 0);
+}
+
+TEST_CASE("TD_TIMEOUT: one per expired timed condition wait, with the condvar's address")
+{
+    auto fr = watch_fixture("e2e_cond_timeout");
+    check_same_events(fr);
+    check_tid_fields(fr);
+    CHECK(fr.record.count("TD_TIMEOUT") == 3);
+    CHECK(fr.run.count("TD_TIMEOUT") == 3);
+    // Each TIMEOUT sits between the SLEEP and the READY of the same wait.
+    for (const auto& [reporter, seq] : [&] {
+             std::map<pid_t, std::vector<event_fact>> by;
+             for (const auto& f : fr.observed)
+                 by[f.reporter].push_back(f);
+             return by;
+         }()) {
+        for (std::size_t i = 0; i < seq.size(); ++i) {
+            if (seq[i].event != "TD_TIMEOUT")
+                continue;
+            INFO("thread ", reporter, " event ", i);
+            REQUIRE(i > 0);
+            REQUIRE(i + 1 < seq.size());
+            CHECK(seq[i - 1].event == "TD_SLEEP");
+            CHECK(seq[i - 1].data == seq[i].data);
+            CHECK(seq[i + 1].event == "TD_READY");
+            CHECK(seq[i + 1].data == seq[i].data);
+        }
+    }
+}
+
+TEST_CASE("TD_CATCHSIG: the receiving thread and the signal number")
+{
+    auto fr = watch_fixture("e2e_catchsig");
+    check_same_events(fr);
+    check_tid_fields(fr);
+    CHECK(fr.record.count("TD_CATCHSIG") == 5);
+    CHECK(fr.run.count("TD_CATCHSIG") == 5);
+    // A handled SIGUSR1 says 10, as "0xa".
+    auto sigusr1 = std::count_if(fr.run.events.begin(), fr.run.events.end(), [](const observed_event& e) {
+        return e.event == "TD_CATCHSIG" && e.raw.value("data", "") == "0xa";
+    });
+    CHECK(sigusr1 == 3);
+}
+
+TEST_CASE("TD_REAP: the joiner (or the detached thread) with the reaped handle, in the forced join order")
+{
+    auto fr = watch_fixture("e2e_join_reap");
+    check_same_events(fr);
+    check_tid_fields(fr);
+    // a..i: 9 threads, each reaped once.
+    REQUIRE(fr.record.threads.size() == 9);
+    CHECK(fr.run.count("TD_REAP") == 9);
+    for (const auto& [tid, label] : fr.record.threads) {
+        INFO("thread ", tid, " (", label, ")");
+        CHECK(count_facts(fr.observed, "TD_REAP", fmt::format("@{}", tid)) == 1);
+    }
+    // Main's joins come in the order the fixture forced: c, a, (b by d), d, e, f, h.
+    std::vector<std::string> main_reaps, expected_reaps;
+    for (const auto& f : fr.observed)
+        if (f.event == "TD_REAP" && f.reporter == fr.record.pid)
+            main_reaps.push_back(f.data);
+    for (const auto& f : fr.record.events)
+        if (f.event == "TD_REAP" && f.reporter == fr.record.pid)
+            expected_reaps.push_back(f.data);
+    CHECK(expected_reaps.size() == 6);
+    CHECK(main_reaps == expected_reaps);
+}
+
+TEST_CASE("TD_PRI_INHERIT: only a contended PTHREAD_PRIO_INHERIT mutex, with its address")
+{
+    auto fr = watch_fixture("e2e_pri_inherit");
+    check_same_events(fr);
+    check_tid_fields(fr);
+    CHECK(fr.run.count("TD_PRI_INHERIT") == 1);
+    CHECK(fr.record.count("TD_PRI_INHERIT") == 1);
+    bool protect_used = std::find(fr.record.lines.begin(), fr.record.lines.end(), "note protect-mutex used") !=
+                        fr.record.lines.end();
+    CHECK(fr.run.count("TD_LOCK_TRY") == (protect_used ? 3 : 2));
+    if (!protect_used)
+        MESSAGE("PTHREAD_PRIO_PROTECT mutex unavailable here: that case was left out");
+}
+
+TEST_CASE("C++ std::thread, std::mutex, std::condition_variable: CREATE, LOCK_TRY, SLEEP, READY, DEATH, REAP")
+{
+    auto fr = watch_fixture("e2e_std_threads");
+    check_same_events(fr);
+    check_tid_fields(fr);
+    for (const char* e : {"TD_CREATE", "TD_LOCK_TRY", "TD_SLEEP", "TD_READY", "TD_DEATH", "TD_REAP"}) {
+        INFO(e);
+        CHECK(fr.run.count(e) > 0);
+    }
+    CHECK(fr.run.count("TD_CREATE") == 3);
+    CHECK(fr.run.count("TD_LOCK_TRY") == 3);
+    CHECK(fr.run.count("TD_SLEEP") == 6);   // the mutex and the condvar, each worker
+    CHECK(fr.run.count("TD_READY") == 6);
+    CHECK(fr.run.count("TD_DEATH") == 3);
+    CHECK(fr.run.count("TD_REAP") == 3);
+}
+
+TEST_CASE("threads and stats show with the agent: backend tdagent, ten events, its counters")
+{
+    test::require_ptrace();
+    // How many events the fixture raises (it records them without a tracer
+    // too), so `watch --count` ends exactly when it has settled.
+    test::temp_file dry("tdctl-agent-e2e-dry");
+    auto native = test::run_command({fixture_path("e2e_lifecycle"), "--record", dry.path()}, 30s);
+    REQUIRE_MESSAGE(native.status.is_success(), native.describe());
+    auto expected = read_fixture_record(dry.path());
+    REQUIRE(expected.done);
+
+    test::temp_file record("tdctl-agent-e2e-stats");
+    auto run = run_tdctl_agent({fmt::format("watch all --count {} --for 30", expected.events.size()), "threads",
+                                "stats show", "kill"},
+                               {fixture_path("e2e_lifecycle"), "--record", record.path(), "--hold"});
+    INFO(describe_run(run));
+    REQUIRE(run.watch_end.has_value());
+    REQUIRE_MESSAGE(run.watch_end->value("reason", "") == "count", "the fixture did not raise every event in 30 s");
+
+    auto processes = run.of_type("process");
+    REQUIRE(processes.size() == 1);
+    const auto& p = processes[0];
+    CHECK(p.value("backend", "") == "tdagent");
+    CHECK(p.value("module", "") == "libtdagent.so");
+    std::set<std::string> events;
+    for (const auto& e : p.at("events"))
+        events.insert(e.get<std::string>());
+    const std::set<std::string> all_ten{"TD_CREATE",   "TD_DEATH",   "TD_REAP",    "TD_LOCK_TRY",    "TD_SLEEP",
+                                        "TD_READY",    "TD_TIMEOUT", "TD_CATCHSIG", "TD_CONCURRENCY", "TD_PRI_INHERIT"};
+    CHECK(events == all_ten);
+    CHECK(p.at("events").size() == 10);
+    // Only main is left.
+    auto threads = run.of_type("thread");
+    REQUIRE(threads.size() == 1);
+    CHECK(threads[0].value("tid", 0) == run.launched->value("pid", -1));
+
+    auto stats = run.of_type("stats");
+    REQUIRE(stats.size() == 1);
+    CHECK(stats[0].value("nthreads_source", "") == "__tdagent_nthreads");
+    CHECK(stats[0].value("nthreads", -1) == 1);
+    CHECK(stats[0].value("r_concurrency", -1) == 5);
+    CHECK(stats[0].value("r_concurrency_source", "") == "__tdagent_concurrency");
+}
+
+TEST_CASE("stats show counts live threads through __tdagent_nthreads")
+{
+    test::require_ptrace();
+    // sleeper: 4 threads that block forever; watch their 4 births, then look.
+    auto run = run_tdctl_agent({"watch create --count 4 --for 30", "threads", "stats show", "kill"},
+                               {test::fixture_path("sleeper"), "4"});
+    INFO(describe_run(run));
+    REQUIRE(run.watch_end.has_value());
+    REQUIRE(run.watch_end->value("reason", "") == "count");
+    auto stats = run.of_type("stats");
+    REQUIRE(stats.size() == 1);
+    CHECK(stats[0].value("nthreads_source", "") == "__tdagent_nthreads");
+    CHECK(stats[0].value("nthreads", -1) == 5);
+    CHECK(stats[0].value("r_concurrency", -1) == 0);
+    auto threads = run.of_type("thread");
+    CHECK(threads.size() == 5);
+    // Each listed handle is a record the agent announced (TD_CREATE data),
+    // the main thread's excepted.
+    std::set<std::string> created;
+    for (const auto& e : run.events)
+        created.insert(e.raw.value("data", ""));
+    for (const auto& t : threads) {
+        if (t.value("tid", 0) == run.launched->value("pid", -1))
+            continue;
+        INFO(t.dump());
+        CHECK(created.contains(t.value("handle", "")));
+    }
+}
+
+TEST_CASE("nothing lost: a thread storm under the agent, every thread created, ended and reaped once")
+{
+    test::require_ptrace();
+    // churn 8 100: 8 threads each create 100 at once, then join them.
+    test::temp_file record("tdctl-agent-e2e-churn");
+    auto run = run_tdctl_agent({"watch all"}, {test::fixture_path("churn"), "--record", record.path(), "8", "100"},
+                               120s);
+    INFO(describe_run(run, 20));
+    REQUIRE(run.result.status.is_success());
+    REQUIRE(run.watch_end.has_value());
+    CHECK(run.watch_end->value("reason", "") == "exit");
+    auto facts = test::read_record(record.path());
+    auto tids = test::thread_tids(facts);
+    REQUIRE(tids.size() == 808);
+
+    std::map<pid_t, int> creates, deaths;
+    for (const auto& e : run.events) {
+        if (e.event == "TD_CREATE")
+            ++creates[e.tid];
+        else if (e.event == "TD_DEATH")
+            ++deaths[e.tid];
+    }
+    CHECK(run.count("TD_CREATE") == 808);
+    CHECK(run.count("TD_DEATH") == 808);
+    CHECK(run.count("TD_REAP") == 808);
+    CHECK(run.count("TD_CONCURRENCY") == 2 * 808);
+    int wrong = 0;
+    for (pid_t tid : tids) {
+        if (creates[tid] != 1 || deaths[tid] != 1) {
+            if (++wrong <= 10)
+                FAIL_CHECK("thread ", tid, ": ", creates[tid], " TD_CREATE, ", deaths[tid], " TD_DEATH");
+        }
+    }
+    CHECK(wrong == 0);
+    // Every CREATE/DEATH handle pair agrees, and every REAP reaps a handle
+    // some CREATE announced.
+    auto observed = as_facts(run.events);
+    for (const auto& f : observed) {
+        if (f.event == "TD_DEATH" || f.event == "TD_REAP") {
+            INFO(f.text());
+            CHECK(f.data.starts_with("@"));
+        }
+    }
+}
