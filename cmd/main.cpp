@@ -250,6 +250,7 @@ int main(int argc, char** argv)
 
         auto run_lines = [&](const std::vector<script_line>& lines) {
             for (const auto& l : lines) {
+                run.poll_target();
                 if (!run.has_target() && run.target_exit_status())
                     break;  // the target is gone; later commands have nothing to act on
                 auto st = run.execute(l.text, l.where);
@@ -297,6 +298,7 @@ int main(int argc, char** argv)
             rec["pid"] = session->pid();
             out.record(rec, fmt::format("detached from process {}", session->pid()));
         }
+        run.poll_target();  // reports an exit taken while detaching
         if (launched && !run.target_exit_status() && end_signal == 0 && !session->process().exit_status()) {
             // A launched program runs to completion, as it would alone.
             for (;;) {
@@ -305,6 +307,10 @@ int main(int argc, char** argv)
                     if (failed)
                         return exit_failed;
                     return status_to_exit_code(*st);
+                }
+                if (!session->process().is_alive()) {
+                    out.error("exit", "the launched program's exit status was lost");
+                    return exit_failed;
                 }
                 if (int sig = signals.take(); sig != 0)
                     return 128 + sig;

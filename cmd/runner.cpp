@@ -234,10 +234,17 @@ run_end runner::run_until(std::optional<double> seconds,
 
 void runner::poll_target()
 {
-    if (!has_target())
-        return;
-    for (const auto& ev : session_.pump(0))
-        show(ev);
+    if (has_target()) {
+        for (const auto& ev : session_.pump(0))
+            show(ev);
+    }
+    // The exit may have been taken while the session held the target for
+    // some edit; report it once here.
+    if (!exit_status_ && !detached_ && !session_.is_alive())
+        if (auto st = session_.process().exit_status()) {
+            exit_status_ = *st;
+            print_exit(*st);
+        }
 }
 
 command_status runner::execute(const std::string& line, const std::string& where)
@@ -247,6 +254,9 @@ command_status runner::execute(const std::string& line, const std::string& where
         return usage_error(where, w.error());
     if (w->empty())
         return command_status::ok;
+    // Stops that came in since the last command (a thread born or ending)
+    // are serviced first, so the target does not wait on a long script.
+    poll_target();
     try {
         return dispatch(*w, where);
     } catch (const error& e) {

@@ -224,20 +224,21 @@ std::optional<std::vector<tid_t>> runner::lwp_list(const std::string& arg, const
     return std::vector<tid_t>{tid_t{static_cast<pid_t>(*tid)}};
 }
 
-bool runner::print_rusage_row(tid_t lwp, const std::string& where, bool report_missing)
+bool runner::print_rusage_row(tid_t lwp, const std::string& where, bool report_missing, std::optional<long> maxrss_kb)
 {
-    auto ru = session_.rusage_collect(lwp);
-    if (!ru) {
-        if (!report_missing && ru.error() == ESRCH)
+    auto row = session_.rusage_collect_row(lwp, maxrss_kb);
+    if (!row) {
+        int err = row.error();
+        if (!report_missing && err == ESRCH)
             return true;  // a thread that ended between listing and reading
-        std::string why = ru.error() == ENOSYS ? "resource usage collection is not started (run `rusage start`)"
-                          : ru.error() == ESRCH ? fmt::format("no thread {} in process {}", lwp.value, session_.pid())
-                                                : std::strerror(ru.error());
-        out_.error(errno_name(ru.error()), fmt::format("{}: rusage collect {}: {} ({})", where, lwp.value,
-                                                       errno_name(ru.error()), why));
+        std::string why = err == ENOSYS ? "resource usage collection is not started (run `rusage start`)"
+                          : err == ESRCH ? fmt::format("no thread {} in process {}", lwp.value, session_.pid())
+                                         : std::strerror(err);
+        out_.error(errno_name(err), fmt::format("{}: rusage collect {}: {} ({})", where, lwp.value, errno_name(err), why));
         return false;
     }
-    std::string name = session_.thread_name(lwp);
+    const struct rusage* ru = &row->usage;
+    const std::string& name = row->comm;
     json_record rec;
     rec["type"] = "rusage";
     rec["tid"] = lwp.value;
@@ -321,8 +322,10 @@ command_status runner::cmd_rusage(const words& w, const std::string& where)
             return false;
         header();
         bool all = which.empty() || which == "all";
+        // VmHWM is the process's: read once per round, not once per row.
+        long maxrss = core::process_maxrss_kb(session_.pid());
         for (tid_t t : *lwps)
-            if (!print_rusage_row(t, where, !all))
+            if (!print_rusage_row(t, where, !all, maxrss))
                 return false;
         if (all && !out_.is_json()) {
             // The process line: its times include threads that have exited.
@@ -368,7 +371,7 @@ command_status runner::cmd_lwpinfo(const words& w, const std::string& where)
     if (!out_.is_json())
         out_.record({}, fmt::format("{:>7}  {:<16} {:>14} {:>14}", "TID", "NAME", "lwp_utime s", "lwp_stime s"));
     for (tid_t t : *lwps) {
-        auto info = session_.lwp_info(t);
+        auto info = session_.lwp_info_row(t);
         if (!info) {
             if (all)
                 continue;
@@ -376,15 +379,15 @@ command_status runner::cmd_lwpinfo(const words& w, const std::string& where)
                                                              t.value, errno_name(info.error()), t.value, session_.pid()));
             return command_status::failed;
         }
-        std::string name = session_.thread_name(t);
+        const std::string& name = info->comm;
         json_record rec;
         rec["type"] = "lwpinfo";
         rec["tid"] = t.value;
         rec["name"] = name;
-        rec["lwp_utime"] = core::to_seconds(info->utime);
-        rec["lwp_stime"] = core::to_seconds(info->stime);
+        rec["lwp_utime"] = core::to_seconds(info->times.utime);
+        rec["lwp_stime"] = core::to_seconds(info->times.stime);
         out_.record(rec, fmt::format("{:>7}  {:<16} {:>14.6f} {:>14.6f}", t.value, events::printable_name(name),
-                                     core::to_seconds(info->utime), core::to_seconds(info->stime)));
+                                     core::to_seconds(info->times.utime), core::to_seconds(info->times.stime)));
     }
     return command_status::ok;
 }

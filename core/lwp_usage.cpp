@@ -45,18 +45,28 @@ timespec ns_to_timespec(std::uint64_t ns)
 
 }  // namespace
 
-std::expected<struct rusage, int> read_lwp_rusage(pid_t pid, tid_t lwp, std::uint64_t signals)
+long process_maxrss_kb(pid_t pid)
 {
+    auto proc = procfs::read_status(pid);
+    return proc ? static_cast<long>(proc->vm_hwm_kb) : 0;
+}
+
+std::expected<lwp_rusage_row, int> read_lwp_rusage_row(pid_t pid, tid_t lwp, std::uint64_t signals,
+                                                       std::optional<long> maxrss_kb)
+{
+    // /proc/PID/task/TID exists only for tasks of PID: no Tgid check needed.
     auto stat = procfs::read_task_stat(pid, lwp);
-    auto status = procfs::read_task_status(pid, lwp);
     // An exited thread lingers as a zombie until reaped: it is no live thread.
-    if (!stat || !status || status->tgid != pid || is_dead_state(stat->state))
+    if (!stat || is_dead_state(stat->state))
         return std::unexpected(ESRCH);
-    struct rusage ru {};
+    auto status = procfs::read_task_status(pid, lwp);
+    if (!status)
+        return std::unexpected(ESRCH);
+    lwp_rusage_row row;
+    struct rusage& ru = row.usage;
     ru.ru_utime = ticks_to_timeval(stat->utime);
     ru.ru_stime = ticks_to_timeval(stat->stime);
-    if (auto proc = procfs::read_status(pid))
-        ru.ru_maxrss = static_cast<long>(proc->vm_hwm_kb);
+    ru.ru_maxrss = maxrss_kb ? *maxrss_kb : process_maxrss_kb(pid);
     ru.ru_minflt = static_cast<long>(stat->minflt);
     ru.ru_majflt = static_cast<long>(stat->majflt);
     if (auto io = procfs::read_task_io(pid, lwp)) {
@@ -66,23 +76,43 @@ std::expected<struct rusage, int> read_lwp_rusage(pid_t pid, tid_t lwp, std::uin
     ru.ru_nvcsw = static_cast<long>(status->voluntary_ctxt_switches);
     ru.ru_nivcsw = static_cast<long>(status->nonvoluntary_ctxt_switches);
     ru.ru_nsignals = static_cast<long>(signals);
-    return ru;
+    row.comm = std::move(stat->comm);
+    return row;
 }
 
-std::expected<lwp_times, int> read_lwp_times(pid_t pid, tid_t lwp)
+std::expected<struct rusage, int> read_lwp_rusage(pid_t pid, tid_t lwp, std::uint64_t signals)
+{
+    auto row = read_lwp_rusage_row(pid, lwp, signals, std::nullopt);
+    if (!row)
+        return std::unexpected(row.error());
+    return row->usage;
+}
+
+std::expected<lwp_times_row, int> read_lwp_times_row(pid_t pid, tid_t lwp)
 {
     auto stat = procfs::read_task_stat(pid, lwp);
+    if (!stat || is_dead_state(stat->state))
+        return std::unexpected(ESRCH);
     auto sched = procfs::read_task_schedstat(pid, lwp);
-    if (!stat || !sched || is_dead_state(stat->state))
+    if (!sched)
         return std::unexpected(ESRCH);
     std::uint64_t total = sched->cpu_ns;
     std::uint64_t ticks = stat->utime + stat->stime;
     std::uint64_t user = ticks == 0 ? total
                                     : static_cast<std::uint64_t>(static_cast<long double>(total) * stat->utime / ticks);
-    lwp_times t;
-    t.utime = ns_to_timespec(user);
-    t.stime = ns_to_timespec(total - user);
-    return t;
+    lwp_times_row row;
+    row.times.utime = ns_to_timespec(user);
+    row.times.stime = ns_to_timespec(total - user);
+    row.comm = std::move(stat->comm);
+    return row;
+}
+
+std::expected<lwp_times, int> read_lwp_times(pid_t pid, tid_t lwp)
+{
+    auto row = read_lwp_times_row(pid, lwp);
+    if (!row)
+        return std::unexpected(row.error());
+    return row->times;
 }
 
 }  // namespace tdctl::core

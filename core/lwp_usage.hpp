@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <expected>
+#include <optional>
+#include <string>
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <time.h>
@@ -24,6 +26,19 @@ namespace tdctl::core {
 ///   ru_ixrss, ru_idrss, ru_isrss, ru_nswap, ru_msgsnd, ru_msgrcv: not kept by Linux, 0
 std::expected<struct rusage, int> read_lwp_rusage(pid_t pid, tid_t lwp, std::uint64_t signals);
 
+/// One row of `rusage collect`: the usage and the LWP's name (comm, from the
+/// same stat read). `maxrss_kb`, when given, is used for ru_maxrss instead of
+/// reading the process's VmHWM again (it is the same for every LWP).
+struct lwp_rusage_row {
+    struct rusage usage {};
+    std::string comm;
+};
+std::expected<lwp_rusage_row, int> read_lwp_rusage_row(pid_t pid, tid_t lwp, std::uint64_t signals,
+                                                       std::optional<long> maxrss_kb);
+
+/// The process's VmHWM (peak resident set), kB; 0 if unreadable.
+long process_maxrss_kb(pid_t pid);
+
 /// lwp_utime and lwp_stime of one LWP (seed 004's struct lwpinfo).
 struct lwp_times {
     timespec utime{};   ///< user time
@@ -34,6 +49,13 @@ struct lwp_times {
 /// user and system in the ratio of stat's utime:stime ticks — the split the
 /// kernel itself uses for getrusage. ESRCH when the LWP is gone.
 std::expected<lwp_times, int> read_lwp_times(pid_t pid, tid_t lwp);
+
+/// The same with the LWP's name from the same stat read.
+struct lwp_times_row {
+    lwp_times times;
+    std::string comm;
+};
+std::expected<lwp_times_row, int> read_lwp_times_row(pid_t pid, tid_t lwp);
 
 /// Clock ticks per second (sysconf(_SC_CLK_TCK)).
 long clock_ticks_per_second();

@@ -759,6 +759,7 @@ void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& 
     }
     death_reported_.clear();
     handles_by_lwp_.clear();
+    stats_.on_exec(ev.child.value != 0 ? ev.child : ev.tid, ev.tid);
     // The new image has none of our breakpoints and a new libc: re-resolve.
     auto armed_events = armed_ ? armed_->events : std::vector<td_event_e>{};
     armed_.reset();
@@ -847,21 +848,31 @@ td_result<thread_stats> session::get_stats()
 
 // ---------------------------------------------------------------- rusage, lwpinfo
 
-std::expected<struct rusage, int> session::rusage_collect(tid_t lwp)
+std::expected<lwp_rusage_row, int> session::rusage_collect_row(tid_t lwp, std::optional<long> maxrss_kb)
 {
     if (!rusage_enabled_)
         return std::unexpected(ENOSYS);
     std::uint64_t signals = 0;
     if (const auto* t = process_->find(lwp))
         signals = t->signals_received;
-    return read_lwp_rusage(pid(), lwp, signals);
+    return read_lwp_rusage_row(pid(), lwp, signals, maxrss_kb);
+}
+
+std::expected<struct rusage, int> session::rusage_collect(tid_t lwp)
+{
+    auto row = rusage_collect_row(lwp, std::nullopt);
+    if (!row)
+        return std::unexpected(row.error());
+    return row->usage;
+}
+
+std::expected<lwp_times_row, int> session::lwp_info_row(tid_t lwp)
+{
+    return read_lwp_times_row(pid(), lwp);
 }
 
 std::expected<lwp_times, int> session::lwp_info(tid_t lwp)
 {
-    auto st = procfs::read_task_status(pid(), lwp);
-    if (!st || st->tgid != pid())
-        return std::unexpected(ESRCH);
     return read_lwp_times(pid(), lwp);
 }
 

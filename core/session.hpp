@@ -145,8 +145,12 @@ public:
     /// PTHRDSINFO_RUSAGE_COLLECT: ENOSYS before rusage_start(), ESRCH for an
     /// LWP that is not in the target.
     std::expected<struct rusage, int> rusage_collect(tid_t lwp);
+    /// The same with the LWP's name; `maxrss_kb` saves re-reading VmHWM per
+    /// row when collecting every LWP.
+    std::expected<lwp_rusage_row, int> rusage_collect_row(tid_t lwp, std::optional<long> maxrss_kb);
     /// _lwp_info for any LWP of the target: ESRCH when it is not one.
     std::expected<lwp_times, int> lwp_info(tid_t lwp);
+    std::expected<lwp_times_row, int> lwp_info_row(tid_t lwp);
 
     /// Restores the target (journal), removes breakpoints, detaches.
     void detach();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <time.h>
 
 #include "ptrace/procfs.hpp"
@@ -98,6 +99,30 @@ void stats_collector::on_vanished(tid_t lwp)
         return;
     dead_.alive_ns += monotonic_ns() - it->second.since_ns;
     live_.erase(it);
+}
+
+void stats_collector::on_exec(tid_t former, tid_t leader)
+{
+    if (!enabled_)
+        return;
+    // The kernel keeps the exec'ing task (and its schedstat) and gives it the
+    // leader's TID; the old leader's task is released.
+    std::optional<base> carried;
+    if (auto it = live_.find(former); it != live_.end()) {
+        carried = it->second;
+        live_.erase(it);
+    }
+    if (former != leader)
+        on_vanished(leader);
+    std::vector<tid_t> rest;
+    for (const auto& [t, b] : live_)
+        rest.push_back(t);
+    for (tid_t t : rest)
+        on_vanished(t);
+    if (carried)
+        live_[leader] = *carried;
+    else
+        on_birth(leader);
 }
 
 stats_collector::sums stats_collector::current(const std::vector<tid_t>& lwps)

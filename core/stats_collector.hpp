@@ -54,6 +54,9 @@ public:
     void on_death(tid_t lwp);
     /// An LWP that vanished without an exit stop: no final reading.
     void on_vanished(tid_t lwp);
+    /// An exec: the exec'ing thread (`former`) goes on as the leader (its
+    /// accounting continues under the leader's TID); every other LWP is gone.
+    void on_exec(tid_t former, tid_t leader);
 
     /// The averages now (enabled) or as frozen (disabled).
     stat_averages averages(const std::vector<tid_t>& lwps);

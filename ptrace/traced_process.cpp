@@ -317,14 +317,39 @@ void traced_process::remove_breakpoint(target_addr addr)
         return;
     if (--it->second.reasons > 0)
         return;
-    // A thread stopped on this site has its step-over finished first, so it
-    // does not trap again on the same report should the site come back.
-    for (auto& [tid, t] : tasks_)
-        if (t->trap_site == addr && t->stopped)
-            finish_step_over(*t);
+    clear_threads_from(*it->second.site);
     if (!gone_)
         it->second.site->remove(*memory_);
     sites_.erase(it);
+}
+
+void traced_process::clear_threads_from(const breakpoint_site& site)
+{
+    // A thread stopped on the site has its step-over finished, so it does not
+    // trap again on the same report should the site come back. A thread
+    // resumed in place sits on the patch's own `ret` (site+1) until it runs
+    // it; once the original bytes are back, that byte is padding again, so
+    // the thread performs its return here.
+    for (auto& [tid, t] : tasks_) {
+        if (!t->stopped || t->exiting)
+            continue;
+        if (t->trap_site == site.address()) {
+            finish_step_over(*t);
+            continue;
+        }
+        if (site.kind() != step_over_kind::resume_in_place || !t->trap_site.is_null())
+            continue;
+        auto regs = registers::read(tid);
+        if (!regs || regs->pc() != site.address() + breakpoint_pc_adjust)
+            continue;
+        consume_owed_sigtrap(*t);
+        std::uint64_t ret_addr = 0;
+        if (!memory_->read_value(regs->sp(), ret_addr))
+            continue;
+        regs->set_pc(target_addr{ret_addr});
+        regs->set_sp(regs->sp() + 8);
+        regs->write(tid);
+    }
 }
 
 const breakpoint_site* traced_process::site_at(target_addr addr) const
@@ -931,11 +956,10 @@ void traced_process::detach()
     }
     // Finish every step-over, and drop every trap's queued SIGTRAP, before
     // the bytes go back: a detached thread must never meet either.
-    for (auto& [tid, t] : tasks_) {
-        if (!t->trap_site.is_null() && t->stopped)
-            finish_step_over(*t);
+    for (auto& [addr, e] : sites_)
+        clear_threads_from(*e.site);
+    for (auto& [tid, t] : tasks_)
         consume_owed_sigtrap(*t);
-    }
     for (auto& [addr, e] : sites_)
         e.site->remove(*memory_);
     sites_.clear();
@@ -951,9 +975,14 @@ void traced_process::detach()
     // A traced thread that exits stays a zombie until its tracer reaps it, and
     // the leader cannot be reaped before its threads: reap them here.
     for (int round = 0; round < 200 && !dying.empty(); ++round) {
-        std::erase_if(dying, [](tid_t tid) {
+        std::erase_if(dying, [this](tid_t tid) {
             int status = 0;
             pid_t r = ::waitpid(tid.value, &status, __WALL | WNOHANG);
+            if (r == pid_ && !WIFSTOPPED(status)) {
+                // The leader was dying too: its status is the process's.
+                exit_status_ = status;
+                gone_ = true;
+            }
             return r == tid.value || (r < 0 && errno == ECHILD);
         });
         if (!dying.empty())
@@ -1013,6 +1042,10 @@ std::optional<int> traced_process::wait_launched_exit(int timeout_ms)
         }
         if (r > 0)
             continue;
+        if (r < 0 && errno == ECHILD) {
+            gone_ = true;  // reaped elsewhere: the status is not ours to know
+            return exit_status_;
+        }
         if (r < 0 && errno != EINTR)
             return std::nullopt;
         if (timeout_ms >= 0 && waited >= timeout_ms)

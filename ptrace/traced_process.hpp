@@ -153,6 +153,7 @@ private:
     static bool has_queued_trap(tid_t tid);
     void note_vanished(task& t, wait_status ws);
     void finish_step_over(task& t);
+    void clear_threads_from(const breakpoint_site& site);
     std::optional<stop_event> on_clone(task& parent);
     void on_fork(task& parent, bool is_vfork);
     std::optional<stop_event> on_exec(tid_t tid);

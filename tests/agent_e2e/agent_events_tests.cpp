@@ -66,7 +66,7 @@ void check_same_events(const fixture_run& fr)
 
 /// "tid" is the thread whose buffer held the message: the new thread for
 /// TD_CREATE, the reporter for every other event. A detached thread's own
-/// TD_REAP is left to agent_e2e_known_failing (it reports tid 0).
+/// A detached thread's own TD_REAP (tid from the reporter) is checked in regression_tests.cpp.
 void check_tid_fields(const fixture_run& fr)
 {
     for (const auto& e : fr.run.events) {

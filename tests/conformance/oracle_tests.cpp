@@ -599,7 +599,7 @@ TEST_CASE("at a launched program's entry point, before its thread library ran, b
         check_same_info(p.ours, p.glibc, h);
         CHECK(p.ours.ti_traceme == 0);
         // Let it run to its end (session::kill() is slow here: see
-        // known_failing_tests.cpp) and reap it, bounded.
+        // regression_tests.cpp) and reap it, bounded.
         s->detach();
         CHECK(s->process().wait_launched_exit(10000).has_value());
     }

@@ -310,8 +310,11 @@ TEST_CASE("rusage modes: COLLECT before START is ENOSYS, an unknown TID ESRCH, a
         CHECK(r.error() == ESRCH);
         burst_tids = target.ask_expect("burst 1 1", "burst ", s.get());
         pid_t gone = static_cast<pid_t>(std::stol(burst_tids.substr(6)));
-        // Joined in the target, but a zombie until the session reaps it: let
-        // it (collecting before that is a known failing case).
+        // Joined in the target: ESRCH at once, while it may still be a zombie
+        // the session has not reaped (stats_regression_tests), and after.
+        r = s->rusage_collect(tid_t{gone});
+        REQUIRE_FALSE(r.has_value());
+        CHECK(r.error() == ESRCH);
         pump_for(*s, 50ms);
         REQUIRE_FALSE(test::task_state(pid, gone).has_value());
         r = s->rusage_collect(tid_t{gone});
@@ -416,10 +419,9 @@ TEST_CASE("rusage collect --interval S --count N: N rounds of rows; --count alon
     auto rows = run.of_type("rusage");
     CHECK(rows.size() == 3 * ntasks);
     if (rows.size() == 3 * ntasks) {
-        // Rounds are an interval apart (tdctl ends intervals up to 1 ms early:
-        // stats_known_failing).
+        // Rounds are an interval apart.
         double t0 = rows[0]["time"].get<double>(), t2 = rows[2 * ntasks]["time"].get<double>();
-        CHECK(t2 - t0 >= 0.4 - 0.004);
+        CHECK(t2 - t0 >= 0.4 - 2e-6);
     }
     auto bad = run_tdctl_json(pid, evals({"rusage start", "rusage collect all --count 3"}));
     INFO(bad.describe());

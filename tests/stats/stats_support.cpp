@@ -237,6 +237,46 @@ std::unique_ptr<core::session> attach(pid_t pid)
     return nullptr;
 }
 
+namespace {
+
+std::uint64_t process_cpu_ticks_of(pid_t pid)
+{
+    auto st = read_stat(pid, 0);
+    REQUIRE_MESSAGE(st.has_value(), "cannot read /proc/", pid, "/stat");
+    return st->utime + st->stime;
+}
+
+}  // namespace
+
+void check_stats_across_exec(const char* exec_command)
+{
+    stats_target target;
+    pid_t pid = target.pid();
+    auto s = attach(pid);
+    // CPU time of the worker before the window, so a wrong base shows.
+    target.ask_expect("spin 300", "spun", s.get());
+    std::uint64_t ticks0 = process_cpu_ticks_of(pid);
+    REQUIRE(s->enable_stats(true).has_value());
+    target.ask_expect("spin 200", "spun", s.get());
+    std::string execd = target.ask_expect(exec_command, "execd ", s.get());
+    CHECK(execd == fmt::format("execd {}", pid));
+    target.ask_expect("spin 300", "spun", s.get());   // the new image's worker
+    pump_for(*s, 50ms);
+    auto st = s->get_stats();
+    std::uint64_t ticks1 = process_cpu_ticks_of(pid);
+    REQUIRE(st.has_value());
+    const auto& a = st->averages;
+    const double tick_ns = 1e9 / static_cast<double>(ticks_per_second());
+    const double proc_ns = static_cast<double>(ticks1 - ticks0) * tick_ns;
+    INFO(fmt::format("after '{}': nthreads {}, a_concurrency_num {} ns, nrunnable {:.3f}, nlwps {:.3f} over {:.3f} s; "
+                     "process utime+stime grew {} ticks = {:.0f} ns; tasks now {}",
+                     exec_command, st->td.nthreads, a.a_concurrency.num, a.nrunnable.value(), a.nlwps.value(),
+                     a.window_seconds, ticks1 - ticks0, proc_ns, test::task_tids(pid).size()));
+    CHECK(st->td.nthreads == 2);
+    CHECK(std::abs(static_cast<double>(a.a_concurrency.num) - proc_ns) <= 0.10 * proc_ns + 4 * tick_ns);
+    CHECK(a.nlwps.value() == doctest::Approx(2.0).epsilon(0.10));
+}
+
 // ---------------------------------------------------------------- tdctl --json
 
 std::vector<json> cli_run::of_type(std::string_view type) const

@@ -124,6 +124,13 @@ void pump_for(core::session& s, std::chrono::milliseconds duration);
 /// Attaches a session to pid, REQUIRE-ing success.
 std::unique_ptr<core::session> attach(pid_t pid);
 
+/// Spins the fixture's worker, enables statistics, spins again, execs the
+/// fixture (`exec_command`: "exec" from the worker, "exec-main" from the main
+/// thread), spins the new image's worker; then a_concurrency_num must match
+/// the process's utime+stime growth (10 % and 4 ticks) and nlwps be about 2
+/// (10 %): the window goes on across the exec. doctest CHECKs.
+void check_stats_across_exec(const char* exec_command);
+
 // ---------------------------------------------------------------- tdctl --json
 
 struct cli_run {

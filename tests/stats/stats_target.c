@@ -35,6 +35,11 @@
  *   churn on|off       starts / stops a thread that keeps creating batches of
  *                      4 short-lived threads and joining them; answers
  *                      "churn on <churner tid>" / "churn off <threads created>"
+ *   exec               the worker execs this program again (with the same
+ *                      --record); the kernel ends every other thread and the
+ *                      worker takes the process id; the new image answers
+ *                      "execd <pid>" once its own worker runs
+ *   exec-main          the same, exec'd by the main thread
  *   quit               records "done", answers "bye", exits 0
  * Anything else answers "error <why>". End of file on stdin acts like quit.
  *
@@ -52,7 +57,7 @@
 
 #define MAX_PARKED 512
 
-enum job_kind { JOB_NONE, JOB_TOUCH, JOB_NAPS, JOB_SPIN, JOB_SYSSPIN, JOB_WRITE };
+enum job_kind { JOB_NONE, JOB_TOUCH, JOB_NAPS, JOB_SPIN, JOB_SYSSPIN, JOB_WRITE, JOB_EXEC };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
@@ -148,6 +153,26 @@ static void write_file(long kb, const char *path)
     close(fd);
 }
 
+/* The worker execs this program again: the kernel ends every other thread
+ * and gives the worker the process id. stdin and stdout stay, so the new
+ * image goes on answering; it announces itself with "execd <pid>". */
+static void exec_self(void)
+{
+    char *args[5];
+    int n = 0;
+
+    args[n++] = (char *)"stats_target";
+    if (fx_record_path) {
+        args[n++] = (char *)"--record";
+        args[n++] = (char *)fx_record_path;
+    }
+    args[n++] = (char *)"--after-exec";
+    args[n] = NULL;
+    fflush(stdout);
+    execv("/proc/self/exe", args);
+    fx_fail("execv /proc/self/exe: %s", strerror(errno));
+}
+
 static void *worker_main(void *arg)
 {
     int recorded = 0;
@@ -187,6 +212,9 @@ static void *worker_main(void *arg)
             break;
         case JOB_WRITE:
             write_file(a, job_path);
+            break;
+        case JOB_EXEC:
+            exec_self();
             break;
         case JOB_NONE:
             break;
@@ -405,8 +433,11 @@ int main(int argc, char **argv)
     struct sigaction sa;
     long a, b;
     int first = fx_parse_common(argc, argv, 1, NULL);
+    int after_exec = 0;
 
-    if (argc != first) {
+    if (argc == first + 1 && strcmp(argv[first], "--after-exec") == 0)
+        after_exec = 1;
+    else if (argc != first) {
         fprintf(stderr, "usage: stats_target [--record F] [--wait-start]\n");
         return FX_EXIT_USAGE;
     }
@@ -421,6 +452,8 @@ int main(int argc, char **argv)
     while (worker_tid == 0)
         pthread_cond_wait(&changed, &lock);
     pthread_mutex_unlock(&lock);
+    if (after_exec)
+        answer("execd %d", (int)getpid());
 
     while (fgets(line, sizeof line, stdin)) {
         size_t len = strlen(line);
@@ -469,6 +502,18 @@ int main(int argc, char **argv)
             strcpy(job_path, end + 1);
             run_job(JOB_WRITE, a);
             answer("wrote %ld", a);
+        } else if (strcmp(line, "exec-main") == 0) {
+            /* The main thread execs: answered by the new image too. */
+            exec_self();
+        } else if (strcmp(line, "exec") == 0) {
+            /* Answered by the new image ("execd <pid>"); this one ends. */
+            pthread_mutex_lock(&lock);
+            job = JOB_EXEC;
+            job_done = 0;
+            pthread_cond_broadcast(&changed);
+            pthread_mutex_unlock(&lock);
+            for (;;)
+                pause();
         } else if (strcmp(line, "sigcount") == 0) {
             answer("sigcount %d %d", (int)sig_count, (int)churner_sig_count);
         } else if (strncmp(line, "churn ", 6) == 0) {
