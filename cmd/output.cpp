@@ -28,7 +28,8 @@ void output::write_text(const std::string& text)
         before_();
     std::fputs(text.c_str(), out_);
     std::fputc('\n', out_);
-    std::fflush(out_);
+    if (bulk_depth_ == 0)
+        std::fflush(out_);
     if (after_)
         after_();
 }
@@ -38,7 +39,12 @@ void output::record(const events::json_record& rec, const std::string& text)
     if (json_) {
         if (before_)
             before_();
-        events::write_json_line(out_, rec);
+        if (bulk_depth_ == 0) {
+            events::write_json_line(out_, rec);
+        } else {
+            std::string line = events::json_line(rec);
+            std::fwrite(line.data(), 1, line.size(), out_);
+        }
         if (after_)
             after_();
     } else if (!text.empty()) {

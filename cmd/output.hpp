@@ -35,6 +35,23 @@ public:
     /// A note for people (stderr in JSON mode, the output in text mode).
     void note(const std::string& text);
 
+    /// While a command prints many rows (rusage, lwpinfo), records are written
+    /// without a flush each; the guard's end flushes once.
+    class bulk {
+    public:
+        explicit bulk(output& o) : o_(o) { ++o_.bulk_depth_; }
+        ~bulk()
+        {
+            if (--o_.bulk_depth_ == 0)
+                std::fflush(o_.out_);
+        }
+        bulk(const bulk&) = delete;
+        bulk& operator=(const bulk&) = delete;
+
+    private:
+        output& o_;
+    };
+
     /// A line from the REPL's prompt handling may be on the screen: printing
     /// clears it first and asks for a redraw afterwards.
     void set_prompt_hooks(void (*before)(), void (*after)());
@@ -46,6 +63,7 @@ private:
     std::unique_ptr<events::event_sink> sink_;
     void (*before_)() = nullptr;
     void (*after_)() = nullptr;
+    int bulk_depth_ = 0;
 };
 
 }  // namespace tdctl::cmd

@@ -322,6 +322,7 @@ command_status runner::cmd_rusage(const words& w, const std::string& where)
             return false;
         header();
         bool all = which.empty() || which == "all";
+        output::bulk rows(out_);
         // VmHWM is the process's: read once per round, not once per row.
         long maxrss = core::process_maxrss_kb(session_.pid());
         for (tid_t t : *lwps)
@@ -368,6 +369,7 @@ command_status runner::cmd_lwpinfo(const words& w, const std::string& where)
     if (!lwps)
         return command_status::failed;
     bool all = which == "all";
+    output::bulk rows(out_);
     if (!out_.is_json())
         out_.record({}, fmt::format("{:>7}  {:<16} {:>14} {:>14}", "TID", "NAME", "lwp_utime s", "lwp_stime s"));
     for (tid_t t : *lwps) {

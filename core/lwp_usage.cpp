@@ -51,15 +51,15 @@ long process_maxrss_kb(pid_t pid)
     return proc ? static_cast<long>(proc->vm_hwm_kb) : 0;
 }
 
-std::expected<lwp_rusage_row, int> read_lwp_rusage_row(pid_t pid, tid_t lwp, std::uint64_t signals,
-                                                       std::optional<long> maxrss_kb)
+std::expected<lwp_rusage_row, int> read_lwp_rusage_row(procfs::task_files& files, pid_t pid, tid_t lwp,
+                                                       std::uint64_t signals, std::optional<long> maxrss_kb)
 {
     // /proc/PID/task/TID exists only for tasks of PID: no Tgid check needed.
-    auto stat = procfs::read_task_stat(pid, lwp);
+    auto stat = files.stat(lwp);
     // An exited thread lingers as a zombie until reaped: it is no live thread.
     if (!stat || is_dead_state(stat->state))
         return std::unexpected(ESRCH);
-    auto status = procfs::read_task_status(pid, lwp);
+    auto status = files.status(lwp);
     if (!status)
         return std::unexpected(ESRCH);
     lwp_rusage_row row;
@@ -69,7 +69,7 @@ std::expected<lwp_rusage_row, int> read_lwp_rusage_row(pid_t pid, tid_t lwp, std
     ru.ru_maxrss = maxrss_kb ? *maxrss_kb : process_maxrss_kb(pid);
     ru.ru_minflt = static_cast<long>(stat->minflt);
     ru.ru_majflt = static_cast<long>(stat->majflt);
-    if (auto io = procfs::read_task_io(pid, lwp)) {
+    if (auto io = files.io(lwp)) {
         ru.ru_inblock = static_cast<long>(io->read_bytes / 512);
         ru.ru_oublock = static_cast<long>(io->write_bytes / 512);
     }
@@ -82,18 +82,19 @@ std::expected<lwp_rusage_row, int> read_lwp_rusage_row(pid_t pid, tid_t lwp, std
 
 std::expected<struct rusage, int> read_lwp_rusage(pid_t pid, tid_t lwp, std::uint64_t signals)
 {
-    auto row = read_lwp_rusage_row(pid, lwp, signals, std::nullopt);
+    procfs::task_files files(pid, 0);
+    auto row = read_lwp_rusage_row(files, pid, lwp, signals, std::nullopt);
     if (!row)
         return std::unexpected(row.error());
     return row->usage;
 }
 
-std::expected<lwp_times_row, int> read_lwp_times_row(pid_t pid, tid_t lwp)
+std::expected<lwp_times_row, int> read_lwp_times_row(procfs::task_files& files, tid_t lwp)
 {
-    auto stat = procfs::read_task_stat(pid, lwp);
+    auto stat = files.stat(lwp);
     if (!stat || is_dead_state(stat->state))
         return std::unexpected(ESRCH);
-    auto sched = procfs::read_task_schedstat(pid, lwp);
+    auto sched = files.schedstat(lwp);
     if (!sched)
         return std::unexpected(ESRCH);
     std::uint64_t total = sched->cpu_ns;
@@ -109,7 +110,8 @@ std::expected<lwp_times_row, int> read_lwp_times_row(pid_t pid, tid_t lwp)
 
 std::expected<lwp_times, int> read_lwp_times(pid_t pid, tid_t lwp)
 {
-    auto row = read_lwp_times_row(pid, lwp);
+    procfs::task_files files(pid, 0);
+    auto row = read_lwp_times_row(files, lwp);
     if (!row)
         return std::unexpected(row.error());
     return row->times;

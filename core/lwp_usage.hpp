@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "base/types.hpp"
+#include "ptrace/task_files.hpp"
 
 namespace tdctl::core {
 
@@ -33,8 +34,8 @@ struct lwp_rusage_row {
     struct rusage usage {};
     std::string comm;
 };
-std::expected<lwp_rusage_row, int> read_lwp_rusage_row(pid_t pid, tid_t lwp, std::uint64_t signals,
-                                                       std::optional<long> maxrss_kb);
+std::expected<lwp_rusage_row, int> read_lwp_rusage_row(procfs::task_files& files, pid_t pid, tid_t lwp,
+                                                       std::uint64_t signals, std::optional<long> maxrss_kb);
 
 /// The process's VmHWM (peak resident set), kB; 0 if unreadable.
 long process_maxrss_kb(pid_t pid);
@@ -55,7 +56,7 @@ struct lwp_times_row {
     lwp_times times;
     std::string comm;
 };
-std::expected<lwp_times_row, int> read_lwp_times_row(pid_t pid, tid_t lwp);
+std::expected<lwp_times_row, int> read_lwp_times_row(procfs::task_files& files, tid_t lwp);
 
 /// Clock ticks per second (sysconf(_SC_CLK_TCK)).
 long clock_ticks_per_second();

@@ -16,7 +16,9 @@ namespace tdctl::core {
 using ptrace::stop_kind;
 
 session::session(std::unique_ptr<ptrace::traced_process> process)
-    : process_(std::move(process)), stats_(process_->pid())
+    : process_(std::move(process)),
+      files_(process_->pid(), procfs::task_files::descriptor_budget() / 2),
+      stats_(files_)
 {
 }
 
@@ -117,26 +119,7 @@ std::optional<target_addr> session::handle_of(tid_t lwp)
 
 std::string session::thread_name(tid_t lwp) const
 {
-    auto it = comm_fds_.find(lwp);
-    if (it == comm_fds_.end()) {
-        if (comm_fds_.size() >= max_comm_fds)
-            return procfs::read_comm(process_->pid(), lwp);
-        std::string path = fmt::format("/proc/{}/task/{}/comm", process_->pid(), lwp.value);
-        unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-        if (!fd.is_open())
-            return {};
-        it = comm_fds_.emplace(lwp, std::move(fd)).first;
-    }
-    char buf[64];
-    ssize_t n = ::pread(it->second.get(), buf, sizeof buf, 0);
-    if (n <= 0) {
-        comm_fds_.erase(it);
-        return {};
-    }
-    std::string name(buf, static_cast<std::size_t>(n));
-    if (!name.empty() && name.back() == '\n')
-        name.pop_back();
-    return name;
+    return files_.comm(lwp);
 }
 
 tid_t session::lwp_of(target_addr handle)
@@ -514,7 +497,7 @@ void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& o
         on_thread_exiting(ev, out, silent);
         return;
     case stop_kind::thread_exited:
-        comm_fds_.erase(ev.tid);
+        files_.forget(ev.tid);
         stats_.on_vanished(ev.tid);
         last_clone_child_.erase(ev.tid);
         death_reported_.erase(ev.tid);
@@ -766,7 +749,7 @@ void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& 
     stop_events_.clear();
     site_events_.clear();
     last_clone_child_.clear();
-    comm_fds_.clear();
+    files_.clear();
     journal_global_.reset();
     journal_initial_.reset();
     touched_.clear();
@@ -855,7 +838,7 @@ std::expected<lwp_rusage_row, int> session::rusage_collect_row(tid_t lwp, std::o
     std::uint64_t signals = 0;
     if (const auto* t = process_->find(lwp))
         signals = t->signals_received;
-    return read_lwp_rusage_row(pid(), lwp, signals, maxrss_kb);
+    return read_lwp_rusage_row(files_, pid(), lwp, signals, maxrss_kb);
 }
 
 std::expected<struct rusage, int> session::rusage_collect(tid_t lwp)
@@ -868,12 +851,15 @@ std::expected<struct rusage, int> session::rusage_collect(tid_t lwp)
 
 std::expected<lwp_times_row, int> session::lwp_info_row(tid_t lwp)
 {
-    return read_lwp_times_row(pid(), lwp);
+    return read_lwp_times_row(files_, lwp);
 }
 
 std::expected<lwp_times, int> session::lwp_info(tid_t lwp)
 {
-    return read_lwp_times(pid(), lwp);
+    auto row = lwp_info_row(lwp);
+    if (!row)
+        return std::unexpected(row.error());
+    return row->times;
 }
 
 }  // namespace tdctl::core

@@ -23,6 +23,7 @@
 #include "core/thread_agent.hpp"
 #include "core/thread_handle.hpp"
 #include "events/event_message.hpp"
+#include "ptrace/task_files.hpp"
 #include "ptrace/traced_process.hpp"
 #include "symbols/elf_module.hpp"
 
@@ -209,11 +210,10 @@ private:
     std::vector<td_event_e> stop_events_;
     bool held_ = false;
     tid_t stopped_reporter_;
-    stats_collector stats_{0};
-    // Open /proc/PID/task/TID/comm files: a pread per event instead of
-    // open+read+close. Bounded so a thread storm cannot exhaust descriptors.
-    mutable std::unordered_map<tid_t, unique_fd> comm_fds_;
-    static constexpr std::size_t max_comm_fds = 256;
+    // /proc/PID/task/TID files kept open: names per event, schedstat per
+    // sample, rusage rows (ptrace/task_files.hpp).
+    mutable procfs::task_files files_;
+    stats_collector stats_;
     bool rusage_enabled_ = false;
 
     // What every record we wrote held before our first write, kept for the

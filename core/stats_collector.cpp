@@ -36,7 +36,7 @@ void stats_collector::start_window(const std::vector<tid_t>& lwps)
     // after it, so no LWP is charged more CPU than the time it was counted.
     t0_ns_ = monotonic_ns();
     for (tid_t t : lwps)
-        if (auto st = procfs::read_task_schedstat(pid_, t))
+        if (auto st = files_->schedstat(t))
             live_[t] = base{st->cpu_ns, st->wait_ns, t0_ns_};
 }
 
@@ -71,7 +71,7 @@ void stats_collector::on_birth(tid_t lwp)
     if (!enabled_)
         return;
     std::uint64_t since = monotonic_ns();
-    if (auto st = procfs::read_task_schedstat(pid_, lwp))
+    if (auto st = files_->schedstat(lwp))
         live_[lwp] = base{st->cpu_ns, st->wait_ns, since};
 }
 
@@ -82,7 +82,7 @@ void stats_collector::on_death(tid_t lwp)
     auto it = live_.find(lwp);
     if (it == live_.end())
         return;
-    if (auto st = procfs::read_task_schedstat(pid_, lwp)) {
+    if (auto st = files_->schedstat(lwp)) {
         dead_.cpu_ns += st->cpu_ns - it->second.cpu_ns;
         dead_.wait_ns += st->wait_ns - it->second.wait_ns;
     }
@@ -132,7 +132,7 @@ stats_collector::sums stats_collector::current(const std::vector<tid_t>& lwps)
         auto it = live_.find(t);
         if (it == live_.end())
             continue;
-        if (auto st = procfs::read_task_schedstat(pid_, t)) {
+        if (auto st = files_->schedstat(t)) {
             s.cpu_ns += st->cpu_ns - it->second.cpu_ns;
             s.wait_ns += st->wait_ns - it->second.wait_ns;
         }

@@ -13,6 +13,7 @@
 #include <thread_db.h>
 
 #include "base/types.hpp"
+#include "ptrace/task_files.hpp"
 
 namespace tdctl::core {
 
@@ -38,7 +39,8 @@ struct stat_averages {
 
 class stats_collector {
 public:
-    explicit stats_collector(pid_t pid) : pid_(pid) {}
+    /// Reads each LWP's schedstat through `files` (kept open between samples).
+    explicit stats_collector(procfs::task_files& files) : files_(&files) {}
 
     bool is_enabled() const { return enabled_; }
 
@@ -74,7 +76,7 @@ private:
     sums settle(sums raw);
     static stat_averages to_averages(const sums& s);
 
-    pid_t pid_;
+    procfs::task_files* files_;
     bool enabled_ = false;
     std::uint64_t t0_ns_ = 0;
     std::unordered_map<tid_t, base> live_;

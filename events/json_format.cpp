@@ -1,6 +1,8 @@
 #include "events/json_format.hpp"
 
 #include <cmath>
+#include <cstdint>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -18,25 +20,63 @@ double json_seconds(double seconds) {
 namespace {
 
 // nlohmann's float printer (Grisu2) is not always the shortest round-trip
-// form (0.003158 comes out as 0.0031580000000000002); fmt's is. Everything
-// else is nlohmann's own serialization.
-void append_json(std::string& out, const json_record& v) {
+// form (0.003158 comes out as 0.0031580000000000002); fmt's is. Scalars and
+// plain ASCII strings are written directly (a record has ~20 of them and a
+// command may print thousands of records); anything needing escapes goes
+// through nlohmann, which also replaces invalid UTF-8.
+void append_string(std::string& out, const std::string& text) {
     constexpr auto replace = nlohmann::ordered_json::error_handler_t::replace;
-    if (v.is_number_float()) {
+    bool plain = true;
+    for (unsigned char c : text)
+        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+            plain = false;
+            break;
+        }
+    if (plain) {
+        out += '"';
+        out += text;
+        out += '"';
+    } else {
+        out += json_record(text).dump(-1, ' ', false, replace);
+    }
+}
+
+void append_json(std::string& out, const json_record& v) {
+    switch (v.type()) {
+    case nlohmann::ordered_json::value_t::number_float: {
         double d = v.get<double>();
         out += std::isfinite(d) ? fmt::format("{}", d) : std::string("null");
-    } else if (v.is_object()) {
+        break;
+    }
+    case nlohmann::ordered_json::value_t::number_integer:
+        fmt::format_to(std::back_inserter(out), "{}", v.get<std::int64_t>());
+        break;
+    case nlohmann::ordered_json::value_t::number_unsigned:
+        fmt::format_to(std::back_inserter(out), "{}", v.get<std::uint64_t>());
+        break;
+    case nlohmann::ordered_json::value_t::boolean:
+        out += v.get<bool>() ? "true" : "false";
+        break;
+    case nlohmann::ordered_json::value_t::null:
+        out += "null";
+        break;
+    case nlohmann::ordered_json::value_t::string:
+        append_string(out, v.get_ref<const std::string&>());
+        break;
+    case nlohmann::ordered_json::value_t::object: {
         out += '{';
         bool first = true;
         for (const auto& [key, value] : v.items()) {
             if (!first) out += ',';
             first = false;
-            out += json_record(key).dump(-1, ' ', false, replace);
+            append_string(out, key);
             out += ':';
             append_json(out, value);
         }
         out += '}';
-    } else if (v.is_array()) {
+        break;
+    }
+    case nlohmann::ordered_json::value_t::array: {
         out += '[';
         bool first = true;
         for (const auto& value : v) {
@@ -45,8 +85,11 @@ void append_json(std::string& out, const json_record& v) {
             append_json(out, value);
         }
         out += ']';
-    } else {
-        out += v.dump(-1, ' ', false, replace);
+        break;
+    }
+    default:
+        out += v.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+        break;
     }
 }
 

@@ -1,0 +1,56 @@
+// Open /proc/PID/task/TID/* files kept for re-reading: a pread regenerates
+// the file, so a read costs one system call instead of open+read+close and
+// the path lookup (about 14 µs instead of 30 µs for stat+status+io per LWP
+// on a 1000-thread process). Bounded; an entry whose task is gone is dropped.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include <sys/types.h>
+
+#include "base/types.hpp"
+#include "base/unique_fd.hpp"
+#include "ptrace/procfs.hpp"
+
+namespace tdctl::procfs {
+
+class task_files {
+public:
+    enum class file { stat, status, io, schedstat, comm };
+
+    /// `max_open` bounds the descriptors held (beyond it, files are opened,
+    /// read and closed as usual).
+    task_files(pid_t pid, std::size_t max_open);
+
+    /// The file's contents now; std::nullopt when the task is gone.
+    std::optional<std::string> read(tid_t tid, file f);
+
+    std::optional<stat_info> stat(tid_t tid);
+    std::optional<status_info> status(tid_t tid);
+    std::optional<io_info> io(tid_t tid);
+    std::optional<schedstat_info> schedstat(tid_t tid);
+    /// comm without the newline; "" when the task is gone.
+    std::string comm(tid_t tid);
+
+    /// Closes a task's files (it exited; its TID may be reused).
+    void forget(tid_t tid);
+    void clear();
+    void retarget(pid_t pid);
+
+    /// Raises the soft RLIMIT_NOFILE to the hard limit and returns a bound
+    /// for max_open that leaves room for everything else.
+    static std::size_t descriptor_budget();
+
+private:
+    static constexpr std::size_t file_count = 5;
+    pid_t pid_;
+    std::size_t max_open_;
+    std::size_t open_ = 0;
+    std::unordered_map<tid_t, std::array<unique_fd, file_count>> fds_;
+};
+
+}  // namespace tdctl::procfs
