@@ -55,6 +55,8 @@ const std::map<std::string, std::string>& texts()
                    "  Per-thread resource usage, as pthread_getrusage_np: start enables collection,\n"
                    "  stop disables it, collect before start fails with ENOSYS, an unknown TID with\n"
                    "  ESRCH. Fields Linux does not keep per thread show as n/a."},
+        {"bt", "bt [TID|all]\n  The call stack of one thread or of every thread (default), unwound with libdw\n"
+               "  while the target is held for a moment."},
         {"lwpinfo", "lwpinfo [TID|all]\n  User and system CPU time of each LWP (_lwp_info), ns resolution."},
     };
     return t;
@@ -77,6 +79,7 @@ std::string help_text(const std::string& command)
                "  rusage start|stop|collect [TID|all]\n"
                "                                   per-thread resource usage\n"
                "  lwpinfo [TID|all]                per-LWP user/system time\n"
+               "  bt [TID|all]                     call stacks\n"
                "  sleep SECONDS                    let the target run\n"
                "  continue | interrupt             resume / hold the target\n"
                "  detach | kill | quit             end the session\n"

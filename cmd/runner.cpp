@@ -13,6 +13,7 @@
 #include "base/clock.hpp"
 #include "base/error.hpp"
 #include "cmd/command_line.hpp"
+#include "core/backtrace.hpp"
 #include "events/event_names.hpp"
 #include "events/event_set.hpp"
 #include "ptrace/procfs.hpp"
@@ -295,10 +296,12 @@ command_status runner::dispatch(const words& w, const std::string& where)
         return cmd_rusage(w, where);
     if (c == "lwpinfo")
         return cmd_lwpinfo(w, where);
+    if (c == "bt" || c == "backtrace")
+        return cmd_bt(w, where);
     if (c == "quit" || c == "q" || c == "exit")
         return command_status::quit;
     return usage_error(where, fmt::format("unknown command '{}'; expected one of: threads, event, stop, watch, "
-                                          "stats, rusage, lwpinfo, sleep, continue, interrupt, detach, kill, quit, help",
+                                          "stats, rusage, lwpinfo, bt, sleep, continue, interrupt, detach, kill, quit, help",
                                           c));
 }
 
@@ -813,6 +816,63 @@ command_status runner::cmd_kill(const words& w, const std::string& where)
         print_exit(*st);
     }
     return command_status::ok;
+}
+
+command_status runner::cmd_bt(const words& w, const std::string& where)
+{
+    if (w.size() > 2)
+        return usage_error(where, "usage: bt [TID|all]");
+    if (!require_target(where))
+        return command_status::failed;
+    std::vector<tid_t> lwps;
+    if (w.size() == 2 && w[1] != "all") {
+        auto tid = parse_count(w[1]);
+        if (!tid || *tid == 0 || *tid > 0x7fffffff)
+            return usage_error(where, fmt::format("'{}' is not a thread ID (a TID from `threads`) or all", w[1]));
+        lwps.push_back(tid_t{static_cast<pid_t>(*tid)});
+    }
+    // Unwinding reads registers: every LWP must be in a ptrace-stop.
+    target_hold hold(session_);
+    if (lwps.empty())
+        lwps = session_.lwps();
+    command_status status = command_status::ok;
+    for (tid_t t : lwps) {
+        if (session_.process().find(t) == nullptr) {
+            out_.error("ESRCH", fmt::format("{}: bt {}: no thread {} in process {}", where, t.value, t.value,
+                                            session_.pid()));
+            status = command_status::failed;
+            continue;
+        }
+        std::string name = session_.thread_name(t);
+        auto frames = core::unwind_lwp(session_.pid(), t);
+        json_record rec;
+        rec["type"] = "backtrace";
+        rec["tid"] = t.value;
+        rec["name"] = name;
+        if (!frames) {
+            out_.error("unwind", fmt::format("{}: bt {}: {}", where, t.value, frames.error()));
+            status = command_status::failed;
+            continue;
+        }
+        json_record list = json_record::array();
+        std::string text = fmt::format("Thread {} ({}):", t.value, events::printable_name(name));
+        int n = 0;
+        for (const auto& f : *frames) {
+            json_record jf;
+            jf["pc"] = events::hex_addr(f.pc.value);
+            jf["function"] = f.function.empty() ? json_record(nullptr) : json_record(f.function);
+            jf["offset"] = events::hex_addr(f.offset);
+            jf["module"] = f.module;
+            list.push_back(jf);
+            text += fmt::format("\n  #{:<3} {} in {}{} ({})", n++, events::hex_addr(f.pc.value),
+                                f.function.empty() ? std::string("??") : f.function,
+                                f.function.empty() ? std::string() : fmt::format("+{:#x}", f.offset),
+                                f.module.empty() ? std::string("?") : f.module);
+        }
+        rec["frames"] = list;
+        out_.record(rec, text);
+    }
+    return status;
 }
 
 command_status runner::cmd_help(const words& w, const std::string& where)

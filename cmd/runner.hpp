@@ -75,6 +75,7 @@ private:
     command_status cmd_stats_watch(const words& w, const std::string& where);
     command_status cmd_rusage(const words& w, const std::string& where);
     command_status cmd_lwpinfo(const words& w, const std::string& where);
+    command_status cmd_bt(const words& w, const std::string& where);
     void print_stats(const core::thread_stats& st, const core::stat_averages* interval, double at);
     bool print_rusage_row(tid_t lwp, const std::string& where, bool report_missing, std::optional<long> maxrss_kb);
     std::optional<std::vector<tid_t>> lwp_list(const std::string& arg, const std::string& where);

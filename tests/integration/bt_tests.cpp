@@ -1,0 +1,74 @@
+// `bt`: the call stack of every LWP, unwound with libdw while the target is
+// held, checked against what the sleeper fixture's threads are known to be
+// doing (main and the workers block in pause()) and against /proc.
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include <fmt/format.h>
+
+#include "tests/integration/integration_support.hpp"
+
+using namespace tdctl::test;
+using namespace tdctl::itest;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool has_function(const json& frames, std::string_view name)
+{
+    for (const auto& f : frames)
+        if (f["function"].is_string() && f["function"].get<std::string>() == name)
+            return true;
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("bt lists every LWP with its stack: pause() under main for the main thread, under start_thread for workers")
+{
+    require_attach();
+    temp_file record("bt-sleeper");
+    auto target = start_fixture("sleeper", {"--record", record.path(), "3"}, record.path());
+    const pid_t pid = target.pid();
+    std::set<pid_t> tids = live_tids(pid);
+
+    auto run = run_tdctl({"--json", "-p", std::to_string(pid), "-e", "bt"}, 30s);
+    INFO(run.describe());
+    REQUIRE(run.result.status.exit_code() == 0);
+    auto traces = records_of_type(run.records, "backtrace");
+    REQUIRE(traces.size() == tids.size());
+    std::set<pid_t> seen;
+    for (const auto& t : traces) {
+        pid_t tid = static_cast<pid_t>(int_field(t, "tid"));
+        seen.insert(tid);
+        const json& frames = t["frames"];
+        INFO("tid ", tid, ": ", frames.dump());
+        REQUIRE(frames.size() >= 3);
+        CHECK(frames[0]["module"].get<std::string>().starts_with("libc.so"));
+        CHECK(has_function(frames, "pause"));
+        CHECK(has_function(frames, "fx_block_forever"));
+        if (tid == pid)
+            CHECK(has_function(frames, "main"));
+        else
+            CHECK(has_function(frames, "start_thread"));
+    }
+    CHECK(seen == tids);
+    // Held only for the unwind: the fixture is running and untraced again.
+    CHECK(tracer_pid(pid) == 0);
+    for (const auto& [tid, state] : task_states(pid))
+        CHECK_MESSAGE(state != 't', "task ", tid, " left in a tracing stop");
+}
+
+TEST_CASE("bt of a TID that is not in the process: ESRCH, exit 2")
+{
+    require_attach();
+    temp_file record("bt-sleeper-bad");
+    auto target = start_fixture("sleeper", {"--record", record.path(), "1"}, record.path());
+    auto run = run_tdctl({"--json", "-p", std::to_string(target.pid()), "-e", fmt::format("bt {}", unused_pid())}, 30s);
+    INFO(run.describe());
+    CHECK(run.result.status.exit_code() == 2);
+    auto errors = records_of_type(run.records, "error");
+    REQUIRE(errors.size() == 1);
+    CHECK(errors[0]["error"] == "ESRCH");
+}
