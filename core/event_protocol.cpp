@@ -18,6 +18,38 @@ bool read_mask(target_memory& mem, target_addr addr, td_thr_events_t& out)
 
 }  // namespace
 
+bool read_record_layout(target_access& target, std::string_view module, std::string_view prefix,
+                        std::string_view version_symbol, protocol_layout& l)
+{
+    if (auto v = target.lookup_symbol(module, version_symbol)) {
+        std::array<char, 32> buf{};
+        std::size_t n = target.memory().read(v->address, std::as_writable_bytes(std::span(buf)));
+        l.version = std::string(buf.data(), strnlen(buf.data(), std::min(n, buf.size())));
+    }
+    auto field = [&](std::string_view name) { return read_db_field(target, module, prefix, name).value_or(db_field{}); };
+    db_field eventbuf = field("pthread_eventbuf");
+    db_field eventnum = field("td_eventbuf_t_eventnum");
+    db_field eventdata = field("td_eventbuf_t_eventdata");
+    db_field eventmask = field("pthread_eventbuf_eventmask");
+    l.report_events = field("pthread_report_events");
+    l.nextevent = field("pthread_nextevent");
+    l.tid = field("pthread_tid");
+    l.start_routine = field("pthread_start_routine");
+    l.cancelhandling = field("pthread_cancelhandling");
+    l.list_link = field("pthread_list");
+    l.list_next = field("list_t_next");
+    if (!eventbuf.is_valid() || !eventnum.is_valid() || !eventdata.is_valid() || !l.report_events.is_valid() ||
+        !l.nextevent.is_valid() || !l.tid.is_valid() || !l.list_link.is_valid())
+        return false;
+    // The buffer's fields are published relative to td_eventbuf_t.
+    l.eventnum = {eventnum.bits, eventnum.count, eventbuf.offset + eventnum.offset};
+    l.eventdata = {eventdata.bits, eventdata.count, eventbuf.offset + eventdata.offset};
+    l.eventmask = eventmask.is_valid() ? eventmask : db_field{64, 1, eventbuf.offset};
+    if (!l.list_next.is_valid())
+        l.list_next = db_field{64, 1, 0};
+    return true;
+}
+
 td_result<td_thr_events_t> event_protocol::read_global_mask()
 {
     if (layout_.global_mask.is_null())

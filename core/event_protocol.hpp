@@ -65,6 +65,13 @@ struct protocol_layout {
     std::map<td_event_e, reporting_address> event_addresses;
 };
 
+/// Reads the thread-record fields of a layout from descriptors in glibc's
+/// format (`<prefix>pthread_eventbuf`, `<prefix>td_eventbuf_t_eventnum`, ...)
+/// published by `module`, and the library's version string from
+/// `version_symbol`. False when a field the protocol needs is missing.
+bool read_record_layout(target_access& target, std::string_view module, std::string_view prefix,
+                        std::string_view version_symbol, protocol_layout& l);
+
 /// One event buffer as read from a record.
 struct event_buffer {
     td_event_e eventnum = TD_EVENT_NONE;

@@ -45,41 +45,14 @@ std::optional<protocol_layout> probe_nptl(target_access& target, std::string& wh
     protocol_layout l;
     l.backend = "nptl";
     l.module = module.empty() ? "(executable)" : module;
-    {
-        std::array<char, 32> buf{};
-        std::size_t n = target.memory().read(version_sym->address, std::as_writable_bytes(std::span(buf)));
-        l.version = std::string(buf.data(), strnlen(buf.data(), std::min(n, buf.size())));
-    }
-
-    auto field = [&](std::string_view name) -> db_field {
-        auto f = read_db_field(target, module, db_prefix, name);
-        return f.value_or(db_field{});
-    };
     auto var = [&](std::string_view name) -> target_addr {
         auto s = target.lookup_symbol(module, name);
         return s ? s->address : target_addr{};
     };
-
-    db_field eventbuf = field("pthread_eventbuf");
-    db_field eventnum = field("td_eventbuf_t_eventnum");
-    db_field eventdata = field("td_eventbuf_t_eventdata");
-    db_field eventmask = field("pthread_eventbuf_eventmask");
-    l.report_events = field("pthread_report_events");
-    l.nextevent = field("pthread_nextevent");
-    l.tid = field("pthread_tid");
-    l.start_routine = field("pthread_start_routine");
-    l.cancelhandling = field("pthread_cancelhandling");
-    l.list_link = field("pthread_list");
-    l.list_next = field("list_t_next");
-    if (!eventbuf.is_valid() || !eventnum.is_valid() || !eventdata.is_valid() || !l.report_events.is_valid() ||
-        !l.nextevent.is_valid() || !l.tid.is_valid()) {
+    if (!read_record_layout(target, module, db_prefix, "__nptl_version", l)) {
         why = fmt::format("{} has __nptl_version but lacks the _thread_db_* descriptors of struct pthread", l.module);
         return std::nullopt;
     }
-    // eventbuf's fields are published relative to td_eventbuf_t.
-    l.eventnum = {eventnum.bits, eventnum.count, eventbuf.offset + eventnum.offset};
-    l.eventdata = {eventdata.bits, eventdata.count, eventbuf.offset + eventdata.offset};
-    l.eventmask = eventmask.is_valid() ? eventmask : db_field{64, 1, eventbuf.offset};
 
     l.global_mask = var("__nptl_threads_events");
     l.last_event = var("__nptl_last_event");
@@ -98,8 +71,8 @@ std::optional<protocol_layout> probe_nptl(target_access& target, std::string& wh
 
     // Live-thread lists: _rtld_global._dl_stack_used / _dl_stack_user in ld.so
     // (dynamic), or the plain variables _dl_stack_used / _dl_stack_user (static).
-    db_field used = field("rtld_global__dl_stack_used");
-    db_field user = field("rtld_global__dl_stack_user");
+    db_field used = read_db_field(target, module, db_prefix, "rtld_global__dl_stack_used").value_or(db_field{});
+    db_field user = read_db_field(target, module, db_prefix, "rtld_global__dl_stack_user").value_or(db_field{});
     target_addr rtld_global;
     if (auto s = target.lookup_symbol("ld-linux", "_rtld_global"))
         rtld_global = s->address;
@@ -117,12 +90,10 @@ std::optional<protocol_layout> probe_nptl(target_access& target, std::string& wh
         if (!b.is_null())
             l.thread_list_heads.push_back(b);
     }
-    if (l.thread_list_heads.empty() || !l.list_link.is_valid()) {
+    if (l.thread_list_heads.empty()) {
         why = fmt::format("{}: cannot find the thread lists (_dl_stack_used/_dl_stack_user)", l.module);
         return std::nullopt;
     }
-    if (!l.list_next.is_valid())
-        l.list_next = db_field{64, 1, 0};
 
     // pthread_setconcurrency's level: a local symbol, in libc's debug file.
     if (auto s = target.lookup_symbol(module, "__concurrency_level"))

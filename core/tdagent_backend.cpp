@@ -31,40 +31,16 @@ std::optional<protocol_layout> probe_tdagent(target_access& target, std::string&
     protocol_layout l;
     l.backend = "tdagent";
     l.module = std::string(agent_module);
-    {
-        std::array<char, 32> buf{};
-        std::size_t n = target.memory().read(version->address, std::as_writable_bytes(std::span(buf)));
-        l.version = std::string(buf.data(), strnlen(buf.data(), std::min(n, buf.size())));
-        if (l.version.starts_with("tdagent "))
-            l.version.erase(0, 8);  // "tdagent 1" -> "1"
+    if (!read_record_layout(target, agent_module, db_prefix, "__tdagent_version", l)) {
+        why = "libtdagent.so lacks some _tdagent_db_* descriptors (a mismatched build?)";
+        return std::nullopt;
     }
-    auto field = [&](std::string_view name) {
-        return read_db_field(target, agent_module, db_prefix, name).value_or(db_field{});
-    };
+    if (l.version.starts_with("tdagent "))
+        l.version.erase(0, 8);  // "tdagent 1" -> "1"
     auto var = [&](std::string_view name) {
         auto s = target.lookup_symbol(agent_module, name);
         return s ? s->address : target_addr{};
     };
-    db_field eventbuf = field("pthread_eventbuf");
-    db_field eventnum = field("td_eventbuf_t_eventnum");
-    db_field eventdata = field("td_eventbuf_t_eventdata");
-    db_field eventmask = field("pthread_eventbuf_eventmask");
-    l.report_events = field("pthread_report_events");
-    l.nextevent = field("pthread_nextevent");
-    l.tid = field("pthread_tid");
-    l.start_routine = field("pthread_start_routine");
-    l.list_link = field("pthread_list");
-    l.list_next = field("list_t_next");
-    if (!eventbuf.is_valid() || !eventnum.is_valid() || !eventdata.is_valid() || !l.report_events.is_valid() ||
-        !l.nextevent.is_valid() || !l.tid.is_valid() || !l.list_link.is_valid()) {
-        why = "libtdagent.so lacks some _tdagent_db_* descriptors (a mismatched build?)";
-        return std::nullopt;
-    }
-    l.eventnum = {eventnum.bits, eventnum.count, eventbuf.offset + eventnum.offset};
-    l.eventdata = {eventdata.bits, eventdata.count, eventbuf.offset + eventdata.offset};
-    l.eventmask = eventmask.is_valid() ? eventmask : db_field{64, 1, eventbuf.offset};
-    if (!l.list_next.is_valid())
-        l.list_next = db_field{64, 1, 0};
     l.global_mask = var("__tdagent_threads_events");
     l.last_event = var("__tdagent_last_event");
     l.nthreads = var("__tdagent_nthreads");

@@ -45,15 +45,13 @@ std::vector<std::string_view> split_words(std::string_view s)
 
 }  // namespace
 
-std::optional<std::string> read_file(const std::string& path)
+std::optional<std::string> read_fd(int fd)
 {
-    unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd.is_open())
-        return std::nullopt;
     std::string out;
     char buf[4096];
+    off_t off = 0;
     for (;;) {
-        ssize_t n = ::read(fd.get(), buf, sizeof buf);
+        ssize_t n = ::pread(fd, buf, sizeof buf, off);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -62,8 +60,17 @@ std::optional<std::string> read_file(const std::string& path)
         if (n == 0)
             break;
         out.append(buf, static_cast<std::size_t>(n));
+        off += n;
     }
     return out;
+}
+
+std::optional<std::string> read_file(const std::string& path)
+{
+    unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.is_open())
+        return std::nullopt;
+    return read_fd(fd.get());
 }
 
 std::vector<tid_t> list_tasks(pid_t pid)

@@ -19,6 +19,10 @@ namespace tdctl::procfs {
 /// Whole contents of a (small) file, or std::nullopt if it cannot be opened or read.
 std::optional<std::string> read_file(const std::string& path);
 
+/// Whole contents of an open file, read with pread from offset 0 (a /proc
+/// file is generated afresh by each read from its start).
+std::optional<std::string> read_fd(int fd);
+
 /// TIDs in /proc/PID/task, ascending. Empty if the process is gone.
 std::vector<tid_t> list_tasks(pid_t pid);
 

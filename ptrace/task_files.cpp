@@ -24,26 +24,6 @@ const char* file_name(task_files::file f)
     return "stat";
 }
 
-std::optional<std::string> pread_all(int fd)
-{
-    std::string out;
-    char buf[4096];
-    off_t off = 0;
-    for (;;) {
-        ssize_t n = ::pread(fd, buf, sizeof buf, off);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return std::nullopt;
-        }
-        if (n == 0)
-            break;
-        out.append(buf, static_cast<std::size_t>(n));
-        off += n;
-    }
-    return out;
-}
-
 }  // namespace
 
 task_files::task_files(pid_t pid, std::size_t max_open) : pid_(pid), max_open_(max_open) {}
@@ -72,7 +52,7 @@ std::optional<std::string> task_files::read(tid_t tid, file f)
     const auto idx = static_cast<std::size_t>(f);
     auto it = fds_.find(tid);
     if (it != fds_.end() && it->second[idx].is_open()) {
-        if (auto text = pread_all(it->second[idx].get()); text && !text->empty())
+        if (auto text = read_fd(it->second[idx].get()); text && !text->empty())
             return text;
         // The task is gone (ESRCH) or the descriptor went stale.
         forget(tid);
@@ -84,7 +64,7 @@ std::optional<std::string> task_files::read(tid_t tid, file f)
     unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.is_open())
         return std::nullopt;
-    auto text = pread_all(fd.get());
+    auto text = read_fd(fd.get());
     if (!text)
         return std::nullopt;
     fds_[tid][idx] = std::move(fd);
