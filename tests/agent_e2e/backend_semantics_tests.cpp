@@ -392,6 +392,10 @@ TEST_CASE("TD_NOMSG when nothing is buffered; TD_NOEVENT for events the backend 
         auto global_after = s.agent()->global_mask();
         REQUIRE(global_after.has_value());
         CHECK(same_mask(*global_before, *global_after));
+        // Nor can a stop be planted where there is no reporting address.
+        auto stops = s.plant_stops({TD_SWITCHTO});
+        REQUIRE_FALSE(stops.has_value());
+        CHECK(stops.error() == TD_NOEVENT);
         s.resume();
     });
 }
