@@ -73,6 +73,20 @@ std::optional<std::string> read_file(const std::string& path)
     return read_fd(fd.get());
 }
 
+namespace {
+
+// The parse of one /proc file, or nullopt when it cannot be read.
+template <typename T, typename Parse>
+std::optional<T> parse_file(const std::string& path, Parse parse)
+{
+    auto text = read_file(path);
+    if (!text)
+        return std::nullopt;
+    return parse(*text);
+}
+
+}  // namespace
+
 std::vector<tid_t> list_tasks(pid_t pid)
 {
     std::vector<tid_t> out;
@@ -138,18 +152,12 @@ status_info parse_status(std::string_view text)
 
 std::optional<status_info> read_status(pid_t pid)
 {
-    auto text = read_file(fmt::format("/proc/{}/status", pid));
-    if (!text)
-        return std::nullopt;
-    return parse_status(*text);
+    return parse_file<status_info>(fmt::format("/proc/{}/status", pid), parse_status);
 }
 
 std::optional<status_info> read_task_status(pid_t pid, tid_t tid)
 {
-    auto text = read_file(fmt::format("/proc/{}/task/{}/status", pid, tid.value));
-    if (!text)
-        return std::nullopt;
-    return parse_status(*text);
+    return parse_file<status_info>(fmt::format("/proc/{}/task/{}/status", pid, tid.value), parse_status);
 }
 
 std::optional<stat_info> parse_stat(std::string_view text)
@@ -182,18 +190,12 @@ std::optional<stat_info> parse_stat(std::string_view text)
 
 std::optional<stat_info> read_stat(pid_t pid)
 {
-    auto text = read_file(fmt::format("/proc/{}/stat", pid));
-    if (!text)
-        return std::nullopt;
-    return parse_stat(*text);
+    return parse_file<stat_info>(fmt::format("/proc/{}/stat", pid), parse_stat);
 }
 
 std::optional<stat_info> read_task_stat(pid_t pid, tid_t tid)
 {
-    auto text = read_file(fmt::format("/proc/{}/task/{}/stat", pid, tid.value));
-    if (!text)
-        return std::nullopt;
-    return parse_stat(*text);
+    return parse_file<stat_info>(fmt::format("/proc/{}/task/{}/stat", pid, tid.value), parse_stat);
 }
 
 std::optional<schedstat_info> parse_schedstat(std::string_view text)
@@ -210,10 +212,7 @@ std::optional<schedstat_info> parse_schedstat(std::string_view text)
 
 std::optional<schedstat_info> read_task_schedstat(pid_t pid, tid_t tid)
 {
-    auto text = read_file(fmt::format("/proc/{}/task/{}/schedstat", pid, tid.value));
-    if (!text)
-        return std::nullopt;
-    return parse_schedstat(*text);
+    return parse_file<schedstat_info>(fmt::format("/proc/{}/task/{}/schedstat", pid, tid.value), parse_schedstat);
 }
 
 std::optional<io_info> parse_io(std::string_view text)
@@ -243,10 +242,7 @@ std::optional<io_info> parse_io(std::string_view text)
 
 std::optional<io_info> read_task_io(pid_t pid, tid_t tid)
 {
-    auto text = read_file(fmt::format("/proc/{}/task/{}/io", pid, tid.value));
-    if (!text)
-        return std::nullopt;
-    return parse_io(*text);
+    return parse_file<io_info>(fmt::format("/proc/{}/task/{}/io", pid, tid.value), parse_io);
 }
 
 std::string read_comm(pid_t pid, tid_t tid)
