@@ -284,7 +284,7 @@ void traced_process::run_to_entry()
         if (auto ev = handle_status(tid, ws)) {
             if (ev->kind == stop_kind::process_exited)
                 throw error::target("the launched program exited before reaching its entry point");
-            find_task(ev->tid) ? void(find_task(ev->tid)->needs_owner = true) : void();
+            leave_to_owner(*ev);
             queue_.push_back(*ev);
         }
     }
@@ -392,11 +392,7 @@ std::optional<stop_event> traced_process::next_event(int timeout_ms)
         if (!status)
             return std::nullopt;
         if (auto ev = handle_status(status->first, status->second)) {
-            if (task* t = find_task(ev->tid); t != nullptr && t->stopped)
-                t->needs_owner = true;
-            if (ev->kind == stop_kind::thread_created)
-                if (task* c = find_task(ev->child); c != nullptr)
-                    c->needs_owner = true;
+            leave_to_owner(*ev);
             return ev;
         }
         // Keep the bound honest: after one internal status, only poll.
@@ -407,6 +403,15 @@ std::optional<stop_event> traced_process::next_event(int timeout_ms)
 void traced_process::hold_stopped(task& t)
 {
     t.stopped = true;
+}
+
+void traced_process::leave_to_owner(const stop_event& ev)
+{
+    if (task* t = find_task(ev.tid); t != nullptr && t->stopped)
+        t->needs_owner = true;
+    if (ev.kind == stop_kind::thread_created)
+        if (task* c = find_task(ev.child); c != nullptr)
+            c->needs_owner = true;
 }
 
 std::optional<stop_event> traced_process::handle_status(tid_t tid, wait_status ws)
@@ -920,11 +925,7 @@ void traced_process::stop_all()
             throw error::target(fmt::format("tasks did not stop within {} s:{}", stop_all_timeout_ms / 1000, stuck));
         }
         if (auto ev = handle_status(status->first, status->second)) {
-            if (task* t = find_task(ev->tid); t != nullptr && t->stopped)
-                t->needs_owner = true;
-            if (ev->kind == stop_kind::thread_created)
-                if (task* c = find_task(ev->child); c != nullptr)
-                    c->needs_owner = true;
+            leave_to_owner(*ev);
             queue_.push_back(*ev);
         }
         // Tasks born meanwhile are stopped at birth; nothing else to interrupt.

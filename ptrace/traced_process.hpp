@@ -147,6 +147,9 @@ private:
 
     void seize(tid_t tid, bool is_leader);
     std::optional<stop_event> handle_status(tid_t tid, wait_status ws);
+    /// Marks the tasks a reported event leaves stopped (the reporter, a new
+    /// thread) as the owner's to resume: hold/release does not touch them.
+    void leave_to_owner(const stop_event& ev);
     std::optional<stop_event> on_breakpoint_trap(task& t);
     std::optional<stop_event> on_trap_before_interrupt(task& t);
     void consume_owed_sigtrap(task& t);
