@@ -51,14 +51,16 @@ void count_signal(int) { caught.fetch_add(1); }
 
 }  // namespace
 
-// Runs first (doctest keeps file order): nothing has called START yet.
-TEST_CASE("COLLECT before START fails with ENOSYS (AIXTHREAD_ENRUSG unset)")
+TEST_CASE("COLLECT before START fails with ENOSYS (AIXTHREAD_ENRUSG not ON)")
 {
-    if (const char* env = std::getenv("AIXTHREAD_ENRUSG"))
-        if (std::string(env) == "ON" || std::string(env) == "on")
-            return;  // the environment turned collection on from the start
-    struct rusage ru {};
-    CHECK(pthread_getrusage_np(pthread_self(), &ru, PTHRDSINFO_RUSAGE_COLLECT) == ENOSYS);
+    // A fresh process, so that no START of another test case has run and the
+    // caller's environment does not matter.
+    spawn_options options;
+    options.env.emplace_back("AIXTHREAD_ENRUSG", "");
+    auto child = child_process::spawn({TDAGENT_RUSAGE_PROBE}, options);
+    auto status = child.require_exit(milliseconds{10000});
+    CHECK_MESSAGE(status.is_exited(), status.describe());
+    CHECK(child.stdout_text() == "collect=" + std::to_string(ENOSYS) + "\n");
 }
 
 TEST_CASE("modes and argument errors")
