@@ -25,6 +25,7 @@
 #include "base/clock.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
+#include "cmd/batch.hpp"
 #include "cmd/output.hpp"
 #include "cmd/repl.hpp"
 #include "cmd/runner.hpp"
@@ -41,10 +42,7 @@ using tdctl::events::json_record;
 constexpr int exit_usage = 64;
 constexpr int exit_failed = 2;
 
-struct script_line {
-    std::string text;
-    std::string where;
-};
+using cmd::script_line;
 
 // -e and -x run in the order given, so they are collected from argv directly
 // (the option parser has already validated them).
@@ -133,16 +131,22 @@ int main(int argc, char** argv)
     app.set_version_flag("--version", "tdctl 0.1.0");
     app.prefix_command();
     pid_t pid = 0;
+    std::string pid_text;
     bool json = false, batch = false, interactive = false, debug = false, agent = false;
     std::string output_path;
     std::vector<std::string> evals, command_files;
-    app.add_option("-p,--pid", pid, "attach to the running process PID")->check(CLI::PositiveNumber);
+    app.add_option("-p,--pid", pid_text, "attach to the running process PID")->type_name("PID");
     app.add_flag("--json", json, "one JSON object per line");
     app.add_flag("--batch", batch, "never start the interactive prompt");
     app.add_flag("-i,--interactive", interactive, "start the prompt after -e/-x commands, also in launch mode");
-    app.add_option("-o,--output", output_path, "write records to FILE instead of stdout");
-    app.add_option("-e,--eval", evals, "run CMD (repeatable; with -x, in the order given)");
-    app.add_option("-x,--command", command_files, "run the commands in FILE (repeatable)");
+    app.add_option("-o,--output", output_path, "write records to FILE instead of stdout")->type_name("FILE");
+    // One value per -e/-x: a further word is the program to launch (or an error).
+    app.add_option("-e,--eval", evals, "run CMD (repeatable; with -x, in the order given)")
+        ->type_name("CMD")
+        ->allow_extra_args(false);
+    app.add_option("-x,--command", command_files, "run the commands in FILE (repeatable)")
+        ->type_name("FILE")
+        ->allow_extra_args(false);
     app.add_flag("--debug", debug, "log every ptrace request and stop to stderr");
     app.add_flag("--agent", agent,
                  "launch with libtdagent.so preloaded: the full event set (lock, sleep, signal, reap...)");
@@ -164,15 +168,33 @@ int main(int argc, char** argv)
     }
     if (debug)
         log::set_debug(true);
+    auto usage_error = [](const std::string& message) {
+        std::fprintf(stderr, "tdctl: %s\nRun tdctl --help for usage.\n", message.c_str());
+        return exit_usage;
+    };
+    if (!pid_text.empty()) {
+        char* end = nullptr;
+        errno = 0;
+        long v = std::strtol(pid_text.c_str(), &end, 10);
+        if (errno != 0 || end == pid_text.c_str() || *end != '\0' || v <= 0 || v > 0x3fffffff)
+            return usage_error(fmt::format("-p: not a process ID: {}", pid_text));
+        pid = static_cast<pid_t>(v);
+    }
+    // The option parser stops at the first word it does not know: the
+    // program to launch, or (before any `--`) an unknown option.
     std::vector<std::string> program = app.remaining();
     if (!program.empty() && program.front() == "--")
         program.erase(program.begin());
-    if ((pid != 0) == !program.empty()) {
-        std::fprintf(stderr, "tdctl: %s\nRun tdctl --help for usage.\n",
-                     pid != 0 ? "give either -p PID or a program to launch, not both"
-                              : "nothing to do: give -p PID to attach, or -- PROG [ARGS] to launch");
-        return exit_usage;
-    }
+    else if (!program.empty() && program.front().size() > 1 && program.front().starts_with("-"))
+        return usage_error(fmt::format("unknown option {}", program.front()));
+    if ((pid != 0) == !program.empty())
+        return usage_error(pid != 0 ? fmt::format("give either -p PID or a program to launch, not both (got -p {} "
+                                                  "and {})",
+                                                  pid, program.front())
+                                    : "nothing to do: give -p PID to attach, or -- PROG [ARGS] to launch");
+    if (agent && pid != 0)
+        return usage_error("--agent preloads libtdagent.so into a launched program; it cannot be loaded into a "
+                           "running process (-p)");
     std::string script_error;
     auto scripts = ordered_scripts(argc, argv, script_error);
     if (!scripts) {
@@ -185,7 +207,7 @@ int main(int argc, char** argv)
         out_file = std::fopen(output_path.c_str(), "w");
         if (out_file == nullptr) {
             std::fprintf(stderr, "tdctl: cannot write %s: %s\n", output_path.c_str(), std::strerror(errno));
-            return exit_usage;
+            return exit_failed;
         }
     }
 
@@ -246,51 +268,27 @@ int main(int argc, char** argv)
         const bool launched = pid == 0;
         const bool stdin_tty = ::isatty(STDIN_FILENO) != 0;
         const bool want_repl = !batch && stdin_tty && (!launched || interactive);
-        bool failed = false;
-
-        auto run_lines = [&](const std::vector<script_line>& lines) {
-            for (const auto& l : lines) {
-                run.poll_target();
-                if (!run.has_target() && run.target_exit_status())
-                    break;  // the target is gone; later commands have nothing to act on
-                auto st = run.execute(l.text, l.where);
-                if (st == cmd::command_status::quit)
-                    return false;
-                if (st == cmd::command_status::failed && !want_repl) {
-                    failed = true;
-                    return false;
-                }
-                if (run.must_exit() || (run.last_signal() == SIGINT && !want_repl))
-                    return false;
-            }
-            return true;
-        };
+        cmd::batch commands(run, out, !want_repl);
 
         bool go_on = true;
         if (!scripts->empty())
-            go_on = run_lines(*scripts);
-        if (go_on && !failed && !run.must_exit()) {
-            if (want_repl && run.has_target()) {
+            go_on = commands.run_lines(*scripts);
+        if (go_on && !commands.failed() && !run.must_exit()) {
+            if (want_repl && run.has_target())
                 cmd::run_repl(run, *session, out, signals);
-            } else if (scripts->empty() && launched) {
+            else if (scripts->empty() && launched)
                 run.watch_until_exit();
-            } else if (scripts->empty() && !stdin_tty && !batch) {
-                std::vector<script_line> lines;
-                std::string line;
-                int n = 0;
-                char buf[4096];
-                while (std::fgets(buf, sizeof buf, stdin) != nullptr) {
-                    line = buf;
-                    if (!line.empty() && line.back() == '\n')
-                        line.pop_back();
-                    lines.push_back({line, fmt::format("stdin:{}", ++n)});
-                }
-                run_lines(lines);
-            }
+            else if (scripts->empty() && (!stdin_tty || batch))
+                commands.run_stdin(*session, signals);
         }
+        const bool failed = commands.failed();
 
         // End of the session: put the target back as it was.
-        int end_signal = run.must_exit() || run.last_signal() == SIGINT ? run.last_signal() : 0;
+        // Ctrl-C at the prompt only ends the running command; elsewhere it
+        // ends tdctl (128 + SIGINT), as SIGTERM and SIGHUP always do.
+        int end_signal = commands.end_signal();
+        if (end_signal == 0 && (run.must_exit() || (!want_repl && run.last_signal() == SIGINT)))
+            end_signal = run.last_signal();
         if (run.has_target()) {
             session->detach();
             json_record rec;

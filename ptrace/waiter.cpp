@@ -46,6 +46,12 @@ std::optional<std::pair<tid_t, wait_status>> waiter::wait_any(int timeout_ms)
 {
     long long deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
     for (;;) {
+        // Empty the signalfd before asking waitpid: a SIGCHLD that comes
+        // after this point leaves it readable, so poll() below (or the
+        // caller's poll on fd()) cannot sleep past a new status, and one
+        // that came before is answered by this waitpid — the fd is never
+        // left readable with nothing to reap, which would make callers spin.
+        drain_fd();
         int status = 0;
         pid_t r = ::waitpid(-1, &status, __WALL | WNOHANG);
         if (r > 0) {
@@ -71,7 +77,6 @@ std::optional<std::pair<tid_t, wait_status>> waiter::wait_any(int timeout_ms)
         int n = ::poll(&p, 1, wait_ms);
         if (n < 0 && errno != EINTR)
             throw error::from_errno(errno, "poll on SIGCHLD");
-        drain_fd();
     }
 }
 

@@ -1,0 +1,116 @@
+#include "cmd/batch.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <poll.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace tdctl::cmd {
+
+namespace {
+
+// Blank lines and comments do nothing, so they are not "commands not run".
+bool is_command(const std::string& text)
+{
+    auto first = text.find_first_not_of(" \t\r");
+    return first != std::string::npos && text[first] != '#';
+}
+
+}  // namespace
+
+batch::batch(runner& run, output& out, bool stop_on_failure)
+    : run_(run), out_(out), stop_on_failure_(stop_on_failure)
+{
+}
+
+bool batch::run_one(const script_line& line)
+{
+    auto st = run_.execute(line.text, line.where);
+    if (st == command_status::quit)
+        return false;
+    if (st == command_status::failed && stop_on_failure_) {
+        failed_ = true;
+        return false;
+    }
+    if (run_.must_exit() || (run_.last_signal() == SIGINT && stop_on_failure_)) {
+        end_signal_ = run_.last_signal();
+        return false;
+    }
+    return true;
+}
+
+void batch::note_not_run(const std::vector<script_line>& rest)
+{
+    std::vector<const script_line*> commands;
+    for (const auto& l : rest)
+        if (is_command(l.text))
+            commands.push_back(&l);
+    if (commands.empty())
+        return;
+    out_.note(fmt::format("the target has exited; {} command{} not run, from `{}` ({})", commands.size(),
+                          commands.size() == 1 ? "" : "s", commands.front()->text, commands.front()->where));
+}
+
+bool batch::run_lines(const std::vector<script_line>& lines)
+{
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        run_.poll_target();
+        if (!run_.has_target() && run_.target_exit_status()) {
+            // The target is gone; later commands have nothing to act on.
+            note_not_run({lines.begin() + static_cast<std::ptrdiff_t>(i), lines.end()});
+            return false;
+        }
+        if (!run_one(lines[i]))
+            return false;
+    }
+    return true;
+}
+
+bool batch::run_stdin(core::session& session, signal_source& signals)
+{
+    std::string pending;
+    int line_no = 0;
+    bool eof = false;
+    for (;;) {
+        // Whole lines first; the last one may lack its newline at end of input.
+        std::vector<script_line> ready;
+        for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+            ready.push_back({pending.substr(0, nl), fmt::format("stdin:{}", ++line_no)});
+            pending.erase(0, nl + 1);
+        }
+        if (eof && !pending.empty()) {
+            ready.push_back({pending, fmt::format("stdin:{}", ++line_no)});
+            pending.clear();
+        }
+        if (!ready.empty() && !run_lines(ready))
+            return false;
+        if (eof)
+            return true;
+        if (!run_.has_target() && run_.target_exit_status())
+            return false;  // nothing left to act on; the input is not read further
+
+        pollfd fds[3] = {{STDIN_FILENO, POLLIN, 0}, {signals.fd(), POLLIN, 0}, {-1, POLLIN, 0}};
+        if (run_.has_target())
+            fds[2].fd = session.wait_fd();
+        if (::poll(fds, 3, -1) < 0 && errno != EINTR)
+            return true;
+        if (int sig = signals.take(); sig != 0) {
+            end_signal_ = sig;
+            return false;
+        }
+        if (fds[2].fd >= 0)
+            run_.poll_target();
+        if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            char buf[4096];
+            ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+            if (n > 0)
+                pending.append(buf, static_cast<std::size_t>(n));
+            else if (n == 0 || (errno != EINTR && errno != EAGAIN))
+                eof = true;
+        }
+    }
+}
+
+}  // namespace tdctl::cmd

@@ -1,0 +1,57 @@
+// Batch commands: -e/-x lines, and commands piped on stdin, run in order with
+// batch semantics (SPEC §8): the first failed command ends the batch, and so
+// do `quit`, a signal to tdctl and the target's exit.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cmd/output.hpp"
+#include "cmd/runner.hpp"
+#include "cmd/signal_source.hpp"
+#include "core/session.hpp"
+
+namespace tdctl::cmd {
+
+/// One command line and where it came from ("-e 2", "script.tdctl:4", "stdin:3").
+struct script_line {
+    std::string text;
+    std::string where;
+};
+
+/// Runs lines one at a time and keeps the batch's outcome.
+class batch {
+public:
+    /// `stop_on_failure`: a failed command ends the batch (false when an
+    /// interactive prompt follows the -e/-x lines).
+    batch(runner& run, output& out, bool stop_on_failure);
+
+    /// Runs the lines in order; false once the batch has ended (a failed
+    /// command, `quit`, a signal, or the target's exit — then the lines not
+    /// run are named in a note).
+    bool run_lines(const std::vector<script_line>& lines);
+
+    /// Reads commands from stdin (a pipe or a file) and runs each as soon as
+    /// its line is complete, servicing the target while it waits for input;
+    /// false once the batch has ended, true at end of input.
+    bool run_stdin(core::session& session, signal_source& signals);
+
+    /// A command failed (batch exit status 2).
+    bool failed() const { return failed_; }
+    /// The signal (SIGINT/SIGTERM/SIGHUP) that ended the batch, or 0.
+    int end_signal() const { return end_signal_; }
+
+private:
+    /// Runs one line; false when the batch ends here.
+    bool run_one(const script_line& line);
+    /// Notes the commands the target's exit left unrun.
+    void note_not_run(const std::vector<script_line>& rest);
+
+    runner& run_;
+    output& out_;
+    bool stop_on_failure_;
+    bool failed_ = false;
+    int end_signal_ = 0;
+};
+
+}  // namespace tdctl::cmd

@@ -1,0 +1,247 @@
+// Regressions of the command line as a user drives it: each case failed
+// before its fix.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <csignal>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <poll.h>
+#include <pty.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "tests/integration/integration_support.hpp"
+
+using namespace tdctl::test;
+using namespace tdctl::itest;
+using namespace std::chrono_literals;
+
+namespace {
+
+double seconds(const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec / 1e6; }
+
+/// CPU time (user + system, s) of the reaped children of this process so far.
+double children_cpu()
+{
+    rusage ru{};
+    ::getrusage(RUSAGE_CHILDREN, &ru);
+    return seconds(ru.ru_utime) + seconds(ru.ru_stime);
+}
+
+/// A python3 program that starts and joins a thread every 20 ms for `for_s`
+/// seconds: a steady trickle of clone and exit stops.
+child_process start_thread_trickle(double for_s)
+{
+    auto python = find_program("python3");
+    REQUIRE_MESSAGE(python.has_value(), "python3 not on PATH (scripts/setup-debian.sh installs it)");
+    const std::string code = fmt::format(R"(import threading, time, sys
+print("ready", flush=True)
+end = time.time() + {}
+while time.time() < end:
+    t = threading.Thread(target=time.sleep, args=(0.001,))
+    t.start(); t.join(); time.sleep(0.02)
+)",
+                                         for_s);
+    auto target = child_process::spawn({*python, "-c", code});
+    REQUIRE(target.require_line(20s) == "ready");
+    return target;
+}
+
+/// A process on a pseudo-terminal: what a user at a terminal sees and types.
+class pty_process {
+public:
+    explicit pty_process(const std::vector<std::string>& argv)
+    {
+        pid_ = ::forkpty(&master_, nullptr, nullptr, nullptr);
+        REQUIRE(pid_ >= 0);
+        if (pid_ == 0) {
+            std::vector<char*> args;
+            for (const auto& a : argv)
+                args.push_back(const_cast<char*>(a.c_str()));
+            args.push_back(nullptr);
+            ::execv(args[0], args.data());
+            ::_exit(127);
+        }
+    }
+    ~pty_process()
+    {
+        if (pid_ > 0 && !reaped_) {
+            ::kill(pid_, SIGKILL);
+            ::waitpid(pid_, nullptr, 0);
+        }
+        ::close(master_);
+    }
+    pty_process(const pty_process&) = delete;
+    pty_process& operator=(const pty_process&) = delete;
+
+    /// Reads the terminal until `text` appears after what earlier calls
+    /// consumed; false after `timeout`.
+    bool wait_for(std::string_view text, milliseconds timeout)
+    {
+        auto deadline = std::chrono::steady_clock::now() + timeout;
+        for (;;) {
+            if (auto at = screen_.find(text, consumed_); at != std::string::npos) {
+                consumed_ = at + text.size();
+                return true;
+            }
+            auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0)
+                return false;
+            pollfd p{master_, POLLIN, 0};
+            if (::poll(&p, 1, static_cast<int>(left.count())) <= 0)
+                continue;
+            char buf[4096];
+            ssize_t n = ::read(master_, buf, sizeof buf);
+            if (n <= 0)
+                return false;
+            screen_.append(buf, static_cast<std::size_t>(n));
+        }
+    }
+    void type(std::string_view keys) { REQUIRE(::write(master_, keys.data(), keys.size()) == static_cast<ssize_t>(keys.size())); }
+
+    /// The exit status (raw), waiting at most `timeout`, draining the terminal.
+    std::optional<int> wait_exit(milliseconds timeout)
+    {
+        auto deadline = std::chrono::steady_clock::now() + timeout;
+        while (std::chrono::steady_clock::now() < deadline) {
+            int status = 0;
+            if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+                reaped_ = true;
+                return status;
+            }
+            wait_for("\x01never\x01", 50ms);
+        }
+        return std::nullopt;
+    }
+    const std::string& screen() const { return screen_; }
+
+private:
+    int master_ = -1;
+    pid_t pid_ = -1;
+    bool reaped_ = false;
+    std::string screen_;
+    std::size_t consumed_ = 0;
+};
+
+}  // namespace
+
+TEST_SUITE("cli regressions")
+{
+    // The SIGCHLD signalfd stayed readable once a stop had been collected
+    // past it, so the command loop's poll() returned at once, forever: tdctl
+    // burned a CPU through every `sleep`/`watch` (1.25 s of CPU in 3 s).
+    TEST_CASE("tdctl sleeps while the target runs: no busy loop in `sleep`")
+    {
+        require_attach();
+        auto target = start_thread_trickle(4);
+        const double before = children_cpu();
+        auto run = run_tdctl({"-p", std::to_string(target.pid()), "-e", "sleep 2"}, 30s);
+        const double used = children_cpu() - before;
+        REQUIRE_MESSAGE(run.result.status.is_success(), run.describe());
+        CHECK_MESSAGE(used < 0.3, fmt::format("tdctl used {:.3f} s of CPU in a 2 s sleep", used));
+        CHECK(target.require_exit(30s).is_success());
+    }
+
+    // Ctrl-C at the prompt ends the running command only; the session then
+    // ended with `quit` exited 130, as if tdctl had been interrupted.
+    TEST_CASE("REPL: Ctrl-C ends `sleep`, then `quit` exits 0")
+    {
+        require_attach();
+        auto target = child_process::spawn({fixture_path("sleeper"), "2"});
+        REQUIRE(wait_until([&] { return task_tids(target.pid()).size() == 3; }, 10s));
+        pty_process tdctl({tdctl_path(), "-p", std::to_string(target.pid())});
+        REQUIRE_MESSAGE(tdctl.wait_for("(tdctl) ", 20s), tdctl.screen());
+        tdctl.type("sleep 30\r");
+        std::this_thread::sleep_for(500ms);
+        tdctl.type("\x03");
+        REQUIRE_MESSAGE(tdctl.wait_for("(tdctl) ", 10s), "no prompt after Ctrl-C:\n", tdctl.screen());
+        tdctl.type("quit\r");
+        auto status = tdctl.wait_exit(20s);
+        REQUIRE_MESSAGE(status.has_value(), tdctl.screen());
+        CHECK_MESSAGE(WIFEXITED(*status), tdctl.screen());
+        CHECK_MESSAGE(WEXITSTATUS(*status) == 0, tdctl.screen());
+        CHECK(tracer_pid(target.pid()) == 0);
+    }
+
+    // `-e` took every following word (`-e threads bogus` ran `threads` and
+    // dropped `bogus`); an unknown option was launched as a program; `-p abc`
+    // printed a range of 300 digits.
+    TEST_CASE("usage errors: stray words, unknown options, bad PIDs, --agent with -p")
+    {
+        require_attach();
+        auto target = child_process::spawn({fixture_path("sleeper"), "1"});
+        const std::string pid = std::to_string(target.pid());
+        struct usage_case {
+            std::vector<std::string> args;
+            std::string says;
+        };
+        for (const auto& c : std::vector<usage_case>{
+                 {{"-p", pid, "-e", "threads", "bogus"}, "not both"},
+                 {{"-p", pid, "-e", "sleep 0.1", "threads"}, "not both"},
+                 {{"--bogus"}, "unknown option --bogus"},
+                 {{"--bogus", "-p", pid}, "unknown option --bogus"},
+                 {{"-p", "abc"}, "not a process ID: abc"},
+                 {{"-p", "0"}, "not a process ID: 0"},
+                 {{"-p", "-5"}, "not a process ID"},
+                 {{"--agent", "-p", pid}, "--agent"},
+             }) {
+            auto run = run_tdctl(c.args, 20s);
+            INFO(run.describe());
+            CHECK(run.result.status.exit_code() == 64);
+            CHECK(run.result.err.find(c.says) != std::string::npos);
+            CHECK(run.result.err.size() < 400);
+        }
+        CHECK(tracer_pid(target.pid()) == 0);
+    }
+
+    // Commands left when a launched target exited were dropped without a word.
+    TEST_CASE("commands the target's exit leaves unrun are named")
+    {
+        require_ptrace();
+        auto run = run_tdctl({"-e", "sleep 2", "-e", "threads", "-e", "# a comment", "-e", "lwpinfo all", "--", "sh",
+                              "-c", "exit 3"},
+                             30s);
+        INFO(run.describe());
+        CHECK(run.result.status.exit_code() == 3);
+        // A note: the output in text mode.
+        CHECK((run.result.out + run.result.err).find("2 commands not run, from `threads` (-e 2)") != std::string::npos);
+    }
+
+    // `--batch` (never prompt) also stopped tdctl from reading commands on
+    // stdin, and piped commands ran only once stdin reached its end.
+    TEST_CASE("commands on stdin run as each line arrives, also with --batch")
+    {
+        require_attach();
+        auto target = child_process::spawn({fixture_path("sleeper"), "2"});
+        REQUIRE(wait_until([&] { return task_tids(target.pid()).size() == 3; }, 10s));
+        const std::string tid = std::to_string(target.pid());
+        for (bool batch : {false, true}) {
+            INFO("--batch: ", batch);
+            std::vector<std::string> argv{tdctl_path(), "--json"};
+            if (batch)
+                argv.push_back("--batch");
+            argv.insert(argv.end(), {"-p", tid});
+            auto tdctl = child_process::spawn(argv);
+            REQUIRE(tdctl.write_stdin("threads\n"));
+            // The answer comes while stdin is still open.
+            int threads = 0;
+            while (threads < 3) {
+                auto line = tdctl.read_line(20s);
+                REQUIRE_MESSAGE(line.has_value(), "no answer to `threads` before end of input; stderr: ",
+                                tdctl.stderr_text());
+                auto rec = json::parse(*line, nullptr, false);
+                threads += rec.value("type", "") == "thread";
+            }
+            REQUIRE(tdctl.write_stdin("quit\n"));
+            tdctl.close_stdin();
+            CHECK(tdctl.require_exit(20s).is_success());
+            CHECK(tracer_pid(target.pid()) == 0);
+        }
+    }
+}
