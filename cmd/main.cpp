@@ -251,8 +251,12 @@ int main(int argc, char** argv)
             if (agent) {
                 rec["version"] = agent->layout().version;
                 std::string evs;
-                for (td_event_e e : agent->supported_events())
+                auto names = events::json_record::array();
+                for (td_event_e e : agent->supported_events()) {
                     evs += (evs.empty() ? "" : ", ") + events::event_short_name(e);
+                    names.push_back(events::event_name(e));
+                }
+                rec["events"] = names;
                 lib = fmt::format("thread library {} {} (events: {})", agent->backend(), agent->layout().version, evs);
             } else {
                 rec["reason"] = session->no_agent_reason();
@@ -294,6 +298,7 @@ int main(int argc, char** argv)
             json_record rec;
             rec["type"] = "detached";
             rec["pid"] = session->pid();
+            rec["time"] = events::json_seconds(seconds_since_start());
             out.record(rec, fmt::format("detached from process {}", session->pid()));
         }
         run.poll_target();  // reports an exit taken while detaching

@@ -385,7 +385,9 @@ command_status runner::cmd_threads(const words& w, const std::string& where)
             std::string sym = start ? session_.modules().describe(target_addr{start}) : std::string();
             rec["handle"] = events::hex_addr(r.handle.value);
             rec["startfunc"] = events::hex_addr(start);
-            if (!sym.empty())
+            if (sym.empty())
+                rec["startsym"] = nullptr;   // the main thread (no start routine), or no symbol there
+            else
                 rec["startsym"] = sym;
             rec["state"] = state_name(r.info->ti_state);
             rec["traceme"] = r.info->ti_traceme != 0;
@@ -399,6 +401,7 @@ command_status runner::cmd_threads(const words& w, const std::string& where)
         } else {
             rec["handle"] = nullptr;
             rec["startfunc"] = nullptr;
+            rec["startsym"] = nullptr;
             rec["state"] = "lwp";
             rec["traceme"] = nullptr;
             rec["events"] = nullptr;
@@ -800,6 +803,7 @@ command_status runner::cmd_detach(const words& w, const std::string& where)
     json_record rec;
     rec["type"] = "detached";
     rec["pid"] = session_.pid();
+    rec["time"] = events::json_seconds(seconds_since_start());
     out_.record(rec, fmt::format("detached from process {}", session_.pid()));
     return command_status::ok;
 }

@@ -328,13 +328,21 @@ command_status runner::cmd_rusage(const words& w, const std::string& where)
         for (tid_t t : *lwps)
             if (!print_rusage_row(t, where, !all, maxrss))
                 return false;
-        if (all && !out_.is_json()) {
+        if (all) {
             // The process line: its times include threads that have exited.
-            if (auto st = procfs::read_stat(session_.pid()))
-                out_.record({}, fmt::format("{:>7}  {:<16} {:>10.3f} {:>10.3f}   (process total, incl. exited threads)",
-                                            session_.pid(), "(process)",
-                                            static_cast<double>(st->utime) / core::clock_ticks_per_second(),
-                                            static_cast<double>(st->stime) / core::clock_ticks_per_second()));
+            if (auto st = procfs::read_stat(session_.pid())) {
+                double utime = static_cast<double>(st->utime) / core::clock_ticks_per_second();
+                double stime = static_cast<double>(st->stime) / core::clock_ticks_per_second();
+                events::json_record rec;
+                rec["type"] = "rusage_process";
+                rec["pid"] = session_.pid();
+                rec["ru_utime"] = events::json_seconds(utime);
+                rec["ru_stime"] = events::json_seconds(stime);
+                rec["ru_minflt"] = st->minflt;
+                rec["ru_majflt"] = st->majflt;
+                out_.record(rec, fmt::format("{:>7}  {:<16} {:>10.3f} {:>10.3f}   (process total, incl. exited threads)",
+                                             session_.pid(), "(process)", utime, stime));
+            }
         }
         return true;
     };

@@ -244,4 +244,43 @@ TEST_SUITE("cli regressions")
             CHECK(tracer_pid(target.pid()) == 0);
         }
     }
+
+    // JSON gaps: the process total of `rusage collect all` existed in text
+    // only; `attached` lacked the events the library reports; the main
+    // thread's `startsym` was missing rather than null; `detached` had no time.
+    TEST_CASE("JSON records: rusage_process, attached events, startsym null, detached time")
+    {
+        require_attach();
+        auto target = child_process::spawn({fixture_path("sleeper"), "2"});
+        REQUIRE(wait_until([&] { return task_tids(target.pid()).size() == 3; }, 10s));
+        auto run = run_tdctl({"--json", "-p", std::to_string(target.pid()), "-e", "threads", "-e", "rusage start", "-e",
+                              "rusage collect all"},
+                             30s);
+        INFO(run.describe());
+        REQUIRE(run.result.status.is_success());
+        auto attached = run.of_type("attached");
+        REQUIRE(attached.size() == 1);
+        CHECK(attached[0]["events"] == json::array({"TD_CREATE", "TD_DEATH"}));
+        for (const auto& t : run.of_type("thread")) {
+            REQUIRE(t.contains("startsym"));
+            if (t["tid"] == target.pid())
+                CHECK(t["startsym"].is_null());
+            else
+                CHECK(t["startsym"] == "sleeper_main");
+        }
+        auto rows = run.of_type("rusage");
+        CHECK(rows.size() == 3);
+        auto total = run.of_type("rusage_process");
+        REQUIRE(total.size() == 1);
+        CHECK(total[0]["pid"] == target.pid());
+        std::int64_t minflt_rows = 0;
+        for (const auto& r : rows)
+            minflt_rows += int_field(r, "ru_minflt");
+        // The process counts every thread, the exited ones too: at least the rows' sum.
+        CHECK(int_field(total[0], "ru_minflt") >= minflt_rows);
+        CHECK(total[0]["ru_utime"].is_number());
+        auto detached = run.of_type("detached");
+        REQUIRE(detached.size() == 1);
+        CHECK(detached[0]["time"].is_number());
+    }
 }
