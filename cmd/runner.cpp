@@ -881,9 +881,8 @@ command_status runner::cmd_bt(const words& w, const std::string& where)
 
 command_status runner::cmd_help(const words& w, const std::string& where)
 {
-    if (w.size() > 2)
-        return usage_error(where, "usage: help [COMMAND]");
-    std::string text = help_text(w.size() == 2 ? w[1] : "");
+    // `help event set` is the help of `event`: commands have one help text each.
+    std::string text = help_text(w.size() >= 2 ? w[1] : "");
     if (text.empty())
         return usage_error(where, fmt::format("no help for '{}'", w[1]));
     if (out_.is_json()) {

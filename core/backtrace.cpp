@@ -1,5 +1,7 @@
 #include "core/backtrace.hpp"
 
+#include <cstdlib>
+#include <cxxabi.h>
 #include <memory>
 
 #include <elfutils/libdwfl.h>
@@ -7,6 +9,14 @@
 namespace tdctl::core {
 
 namespace {
+
+// A C++ symbol as people read it (`ns::f(int)`); other names as they are.
+std::string demangled(const char* name)
+{
+    int status = 0;
+    std::unique_ptr<char, decltype(&std::free)> plain(abi::__cxa_demangle(name, nullptr, nullptr, &status), &std::free);
+    return status == 0 && plain ? std::string(plain.get()) : std::string(name);
+}
 
 struct dwfl_deleter {
     void operator()(Dwfl* d) const { dwfl_end(d); }
@@ -41,7 +51,7 @@ int on_frame(Dwfl_Frame* state, void* arg)
         GElf_Sym sym;
         GElf_Off off = 0;
         if (const char* name = dwfl_module_addrinfo(mod, lookup, &off, &sym, nullptr, nullptr, nullptr)) {
-            f.function = name;
+            f.function = demangled(name);
             f.offset = off + (pc - lookup);
         }
         const char* mainfile = nullptr;

@@ -72,3 +72,20 @@ TEST_CASE("bt of a TID that is not in the process: ESRCH, exit 2")
     REQUIRE(errors.size() == 1);
     CHECK(errors[0]["error"] == "ESRCH");
 }
+
+TEST_CASE("bt names C++ functions as people read them (demangled)")
+{
+    require_attach();
+    auto target = child_process::spawn({BT_CPP_TARGET});
+    REQUIRE(target.require_line(10s) == "ready");
+    auto run = run_tdctl({"--json", "-p", std::to_string(target.pid()), "-e", "bt"}, 30s);
+    INFO(run.describe());
+    REQUIRE(run.result.status.exit_code() == 0);
+    auto traces = records_of_type(run.records, "backtrace");
+    REQUIRE(traces.size() == 1);
+    const json& frames = traces[0]["frames"];
+    INFO(frames.dump());
+    CHECK(has_function(frames, "bt_fixture::parking::wait_here(int)"));
+    CHECK_FALSE(has_function(frames, "_ZN10bt_fixture7parking9wait_hereEi"));
+    CHECK(tracer_pid(target.pid()) == 0);
+}
