@@ -283,4 +283,15 @@ TEST_SUITE("cli regressions")
         REQUIRE(detached.size() == 1);
         CHECK(detached[0]["time"].is_number());
     }
+
+    // `help event set` was a usage error: help takes the command's first word.
+    TEST_CASE("help with a subcommand gives the command's help")
+    {
+        require_ptrace();
+        auto run = run_tdctl({"-e", "help event set", "-e", "help stats show", "--", "true"}, 30s);
+        INFO(run.describe());
+        CHECK(run.result.status.exit_code() == 0);
+        CHECK(run.result.out.find("event set EVENTS [TID]") != std::string::npos);
+        CHECK(run.result.out.find("stats enable") != std::string::npos);
+    }
 }
