@@ -423,9 +423,18 @@ std::optional<stop_event> traced_process::handle_status(tid_t tid, wait_status w
         t->interrupt_pending = false;
     }
     if (t == nullptr) {
-        if (ws.is_stop()) {
+        if (ws.kind() == wait_kind::exit_event) {
+            // A clone whose parent died (SIGKILL, the group's exit or an
+            // exec) before reporting it: SIGKILL woke it from its first stop
+            // and it is exiting. Nothing is owed to it, and the group's exit
+            // (or the exec's de_thread) waits until it has gone.
+            early_stops_.erase(tid);
+            ptrace_call(PTRACE_CONT, tid, nullptr, nullptr);
+        } else if (ws.is_stop()) {
             // A new clone whose first stop came before its parent's clone event.
             early_stops_.insert_or_assign(tid, ws);
+        } else {
+            early_stops_.erase(tid);   // it has gone
         }
         return std::nullopt;
     }

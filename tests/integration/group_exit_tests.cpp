@@ -1,0 +1,88 @@
+// Regression: a process that ends (exit, SIGKILL, exec from a thread) while
+// its threads keep creating threads. New clones whose parent died before
+// reporting them stop at their exit; tdctl used to keep them there, so the
+// group's exit (or the exec's wait for the other threads) never finished and
+// tdctl waited forever with the target a zombie.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <csignal>
+#include <string>
+#include <thread>
+
+#include "tests/integration/integration_support.hpp"
+
+using namespace tdctl::test;
+using namespace tdctl::itest;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int rounds = 4;
+
+// tdctl must end by itself, well before this.
+constexpr milliseconds tdctl_bound{30000};
+
+}  // namespace
+
+TEST_SUITE("regressions")
+{
+    TEST_CASE("exit() while threads create threads: attached tdctl reports the exit and ends")
+    {
+        require_attach();
+        for (int round = 0; round < rounds; ++round) {
+            INFO("round ", round);
+            auto target = child_process::spawn({GROUP_EXIT_TARGET, "exit", "1"});
+            REQUIRE(target.require_line(10s) == "ready");
+            auto tdctl = child_process::spawn({tdctl_path(), "-p", std::to_string(target.pid()), "-e", "sleep 100"});
+            auto tdctl_status = tdctl.wait_exit(tdctl_bound);
+            REQUIRE_MESSAGE(tdctl_status.has_value(), "tdctl hung; stderr: ", tdctl.stderr_text());
+            CHECK(tdctl_status->is_success());
+            auto status = target.require_exit(10s);
+            CHECK_MESSAGE(status.exit_code() == 7, status.describe());
+        }
+    }
+
+    TEST_CASE("exit() while threads create threads: launched, the exit status is tdctl's")
+    {
+        require_ptrace();
+        for (int round = 0; round < rounds; ++round) {
+            INFO("round ", round);
+            auto tdctl = child_process::spawn({tdctl_path(), "--", GROUP_EXIT_TARGET, "exit", "1"});
+            auto status = tdctl.wait_exit(tdctl_bound);
+            REQUIRE_MESSAGE(status.has_value(), "tdctl hung; stderr: ", tdctl.stderr_text());
+            CHECK_MESSAGE(status->exit_code() == 7, status->describe(), "; stderr: ", tdctl.stderr_text());
+        }
+    }
+
+    TEST_CASE("exec from a thread while others create threads: launched, sh's exit status is tdctl's")
+    {
+        require_ptrace();
+        for (int round = 0; round < rounds; ++round) {
+            INFO("round ", round);
+            auto tdctl = child_process::spawn({tdctl_path(), "--", GROUP_EXIT_TARGET, "exec", "0.5"});
+            auto status = tdctl.wait_exit(tdctl_bound);
+            REQUIRE_MESSAGE(status.has_value(), "tdctl hung; stderr: ", tdctl.stderr_text());
+            CHECK_MESSAGE(status->exit_code() == 5, status->describe(), "; stderr: ", tdctl.stderr_text());
+        }
+    }
+
+    TEST_CASE("SIGKILL of a target that creates threads mid-watch: tdctl reports it and ends")
+    {
+        require_attach();
+        for (int round = 0; round < rounds; ++round) {
+            INFO("round ", round);
+            auto target = child_process::spawn({GROUP_EXIT_TARGET, "exit", "60"});
+            REQUIRE(target.require_line(10s) == "ready");
+            auto tdctl = child_process::spawn({tdctl_path(), "--json", "-p", std::to_string(target.pid()), "-e",
+                                               "watch --count 100000000"});
+            REQUIRE(json::parse(tdctl.require_line(20s), nullptr, false).value("type", "") == "attached");
+            std::this_thread::sleep_for(300ms);
+            REQUIRE(target.send_signal(SIGKILL));
+            auto tdctl_status = tdctl.wait_exit(tdctl_bound);
+            REQUIRE_MESSAGE(tdctl_status.has_value(), "tdctl hung; stderr: ", tdctl.stderr_text());
+            CHECK(tdctl_status->is_success());
+            CHECK(target.require_exit(10s).term_signal() == SIGKILL);
+        }
+    }
+}
