@@ -103,6 +103,55 @@ bool near(double value, double expected, double rel, double abs_slack = 0.0)
     return std::abs(value - expected) <= rel * std::abs(expected) + abs_slack;
 }
 
+/// The runnable share ((CPU + run-queue wait) / wall) of the tasks in `tids`
+/// (or of all the others, with `others`) between two samples.
+double runnable_share(const process_sched& before, const process_sched& after, const std::vector<pid_t>& tids,
+                      bool others)
+{
+    process_sched b, a;
+    for (const auto& [tid, x] : after.tasks)
+        if ((std::find(tids.begin(), tids.end(), tid) != tids.end()) != others)
+            a.tasks[tid] = x;
+    b.tasks = before.tasks;
+    b.at_ns = before.at_ns;
+    a.at_ns = after.at_ns;
+    auto d = delta(b, a);
+    return static_cast<double>(d.cpu_ns + d.wait_ns) / static_cast<double>(d.wall_ns);
+}
+
+/// Acceptance 1's absolute expectations, beyond agreeing with /proc (the
+/// caller's checks). K spinning threads are always runnable, under any load:
+/// the test's own /proc measurement of them alone is ≈ K (±15 %; the fixture
+/// did its job), and nrunnable ≈ K (±15 % of K) on top of what the other
+/// tasks were runnable — the M sleepers wait for a CPU at each 10 ms wake-up,
+/// next to nothing on an idle machine but up to 0.5 at a load of 7 on 2 CPUs,
+/// which /proc measures per task in the same window. a_concurrency ≈ min(K,
+/// CPUs) (±15 %) holds only while the CPUs are the target's: asserted when
+/// /proc shows that for the same window (its a_concurrency within 10 % of
+/// min(K, CPUs), leaving 5 % for the two windows' difference); otherwise only
+/// the comparison with /proc holds, and the test says why.
+void check_against_k(double nrunnable, double a_concurrency, int k, int cpus, double proc_spinners_nrunnable,
+                     double proc_others_nrunnable, double proc_a_concurrency)
+{
+    const double ideal_a = std::min(k, cpus);
+    INFO(fmt::format("K = {}, {} CPUs: tdctl nrunnable {:.4f}, a_concurrency {:.4f}; /proc nrunnable {:.4f} of the "
+                     "spinners + {:.4f} of the other tasks, a_concurrency {:.4f}; machine load {}",
+                     k, cpus, nrunnable, a_concurrency, proc_spinners_nrunnable, proc_others_nrunnable,
+                     proc_a_concurrency, test::read_text_file("/proc/loadavg").value_or("?")));
+    CHECK_MESSAGE(near(proc_spinners_nrunnable, k, 0.15),
+                  "the fixture's K spinning threads were not runnable all along");
+    CHECK(near(nrunnable - proc_others_nrunnable, k, 0.15));
+    CHECK(nrunnable >= 0.85 * k);
+    if (near(proc_a_concurrency, ideal_a, 0.10)) {
+        CHECK(near(a_concurrency, ideal_a, 0.15));
+    } else {
+        MESSAGE(fmt::format("a_concurrency not compared with min(K, CPUs) = {}: /proc shows the target got {:.3f} "
+                            "CPUs in the same window (the machine is loaded; load {}), so only the comparison with "
+                            "/proc applies",
+                            ideal_a, proc_a_concurrency, test::read_text_file("/proc/loadavg").value_or("?")));
+    }
+}
+
 core::thread_stats get(core::session& s)
 {
     auto st = s.get_stats();
@@ -166,10 +215,11 @@ TEST_CASE("busy K M: the averages are the CPU and run-queue time schedstat shows
                      ticks1 - ticks0, stat_a));
     CHECK(near(a.a_concurrency.value(), stat_a, 0.15, 2.0 * tick_ns / static_cast<double>(d.wall_ns)));
     check_relations(st);
-    // On an otherwise idle machine nrunnable ≈ K; here only logged.
-    MESSAGE(fmt::format("nrunnable {:.3f} (K = {}), a_concurrency {:.3f} of {} CPUs, nidle {:.3f}; machine load {}",
-                        a.nrunnable.value(), k, a.a_concurrency.value(), cpus, a.nidle.value(),
-                        test::read_text_file("/proc/loadavg").value_or("?")));
+    auto spinners = busy.spinners();
+    REQUIRE(spinners.size() == k);
+    check_against_k(a.nrunnable.value(), a.a_concurrency.value(), k, cpus,
+                    runnable_share(before, after, spinners, false), runnable_share(before, after, spinners, true),
+                    expect_a);
 }
 
 TEST_CASE("busy K M through tdctl --json: stats show agrees with /proc read around the run")
@@ -225,6 +275,11 @@ TEST_CASE("busy K M through tdctl --json: stats show agrees with /proc read arou
     CHECK(r["a_concurrency"].get<double>() <= cpus_of(pid) + k * 0.02 / 2.0);
     CHECK(near(r["a_concurrency"].get<double>(), expect_a, 0.15, 0.01));
     CHECK(near(r["nrunnable"].get<double>(), expect_nr, 0.15, 0.01));
+    auto spinners = busy.spinners();
+    REQUIRE(spinners.size() == k);
+    check_against_k(r["nrunnable"].get<double>(), r["a_concurrency"].get<double>(), k, cpus_of(pid),
+                    runnable_share(before, after, spinners, false), runnable_share(before, after, spinners, true),
+                    expect_a);
     // Relations, on the 64-bit parts exactly.
     CHECK(ns("nlwps", 1) == ns("nrunnable", 1));
     CHECK(ns("nlwps", 1) == ns("a_concurrency", 1));
@@ -405,12 +460,12 @@ TEST_CASE("pthread_setconcurrency(7) in the target shows as r_concurrency 7, liv
     stats_target target;
     auto s = attach(target.pid());
     auto st = get(*s);
-    if (st.r_concurrency_source.empty()) {
-        MESSAGE("SKIPPED: glibc's __concurrency_level was not found (libc6-dbg not installed?): r_concurrency "
-                "cannot be read");
-        CHECK(st.td.r_concurrency == 0);
-        return;
-    }
+    // scripts/setup-debian.sh installs libc6-dbg wherever the suite runs: not
+    // finding the symbol is a failure, not a reason to skip.
+    REQUIRE_MESSAGE(!st.r_concurrency_source.empty(),
+                    "glibc's __concurrency_level was not found, so r_concurrency cannot be read: it is in the .symtab "
+                    "of libc's separate debug file from libc6-dbg (installed by scripts/setup-debian.sh); is "
+                    "libc6-dbg installed and matching the libc6 version?");
     CHECK(st.r_concurrency_source == "__concurrency_level");
     CHECK(st.td.r_concurrency == 0);
     CHECK(target.ask_expect("setconcurrency 7", "concurrency ", s.get()) == "concurrency 7");
@@ -510,26 +565,7 @@ TEST_CASE("the averages go on across an exec by the main thread")
     check_stats_across_exec("exec-main");
 }
 
-TEST_CASE("a target without a thread library: nthreads from /proc")
-{
-    test::require_ptrace();
-    if (!test::has_fixture("churn_static_stripped"))
-        return;
-    auto res = test::run_command({test::tdctl_path(), "--json", "-e", "stats enable", "-e", "stats show", "--",
-                                  test::fixture_path("churn_static_stripped"), "1", "1"},
-                                 30000ms);
-    INFO(res.describe());
-    auto records = test::json_lines(res.out);
-    std::vector<json> stats;
-    for (const auto& r : records)
-        if (r.value("type", "") == "stats")
-            stats.push_back(r);
-    REQUIRE(stats.size() == 1);
-    CHECK(stats[0]["nthreads"] == 1);
-    CHECK(stats[0]["nthreads_source"] == "/proc");
-    CHECK(stats[0]["enabled"] == true);
-    CHECK(res.status.is_success());
-}
+// (A target without a thread library: stats_nolib_tests.cpp.)
 
 }  // namespace
 }  // namespace tdctl::stats_test

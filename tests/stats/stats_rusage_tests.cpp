@@ -433,38 +433,72 @@ TEST_CASE("rusage collect --interval S --count N: N rounds of rows; --count alon
 TEST_CASE("rusage and lwpinfo of a thread named 'a b) c': the name does not shift the stat fields")
 {
     test::require_ptrace();
-    test::temp_file record("tdctl-stats-named");
-    auto named = test::child_process::spawn({test::fixture_path("named"), "--record", record.path()});
-    auto facts = test::wait_for_fact(record.path(), "done", 1, 10000ms);
-    auto tids = test::thread_tids(facts);
-    REQUIRE(tids.size() == 1);
-    pid_t pid = named.pid(), tid = tids[0];
-    // Give the thread numbers that differ from field to field.
-    auto before = read_usage(pid, tid).value();
-    auto sched_before = read_sched(pid, tid).value();
-    auto run = run_tdctl_json(pid, evals({"rusage start", fmt::format("rusage collect {}", tid),
-                                          fmt::format("lwpinfo {}", tid)}));
-    auto after = read_usage(pid, tid).value();
-    auto sched_after = read_sched(pid, tid).value();
+    // The worker names itself, then uses ~200 ms of CPU and faults in fresh
+    // pages before it blocks: utime, stime and minflt are non-zero and differ
+    // from their neighbours in the stat line, so a parser that a ')' or a space
+    // in the name puts one field off reads a different number.
+    stats_target target;
+    pid_t pid = target.pid();
+    pid_t w = target.worker();
+    CHECK(target.ask_expect("name a b) c", "named ", nullptr) == fmt::format("named {}", w));
+    REQUIRE(test::task_comm(pid, w) == "a b) c");
+    const long hz = ticks_per_second();
+    const auto cpu_goal = static_cast<std::uint64_t>(hz / 5);   // 200 ms in clock ticks
+    // `spin` is wall time: repeat until the thread really got the CPU, also on
+    // a loaded machine (bounded: the REQUIRE below says if it never did).
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (read_stat(pid, w).value().utime < cpu_goal && std::chrono::steady_clock::now() < deadline)
+        target.ask_expect("spin 100", "spun", nullptr);
+    constexpr long pages = 512;
+    target.ask_expect(fmt::format("touch {}", pages), "touched", nullptr);
+
+    auto before = read_usage(pid, w).value();
+    auto sched_before = read_sched(pid, w).value();
+    INFO("/proc before: ", describe(before));
+    // The fixture did its job: numbers a field shift would change.
+    REQUIRE_MESSAGE(before.stat.utime >= cpu_goal, "the worker did not get 200 ms of CPU within 30 s");
+    REQUIRE(before.stat.minflt >= static_cast<std::uint64_t>(pages));
+    REQUIRE(before.stat.utime != before.stat.stime);
+    auto run = run_tdctl_json(pid, evals({"rusage start", fmt::format("rusage collect {}", w),
+                                          fmt::format("lwpinfo {}", w)}));
+    auto after = read_usage(pid, w).value();
+    auto sched_after = read_sched(pid, w).value();
+    INFO("/proc after: ", describe(after));
     INFO(run.describe());
     REQUIRE(run.result.status.is_success());
     auto rows = run.of_type("rusage");
     REQUIRE(rows.size() == 1);
     const auto& r = rows[0];
+    CHECK(r["tid"] == w);
     CHECK(r["name"] == "a b) c");
-    long hz = ticks_per_second();
     CHECK_BETWEEN(std::llround(r["ru_utime"].get<double>() * hz), before.stat.utime, after.stat.utime);
     CHECK_BETWEEN(std::llround(r["ru_stime"].get<double>() * hz), before.stat.stime, after.stat.stime);
+    CHECK_BETWEEN(r["ru_maxrss"].get<long>(), before.vm_hwm_kb, after.vm_hwm_kb);
     CHECK_BETWEEN(r["ru_minflt"].get<long>(), before.stat.minflt, after.stat.minflt);
     CHECK_BETWEEN(r["ru_majflt"].get<long>(), before.stat.majflt, after.stat.majflt);
+    CHECK_BETWEEN(r["ru_inblock"].get<long>(), before.io.read_bytes / 512, after.io.read_bytes / 512);
+    CHECK_BETWEEN(r["ru_oublock"].get<long>(), before.io.write_bytes / 512, after.io.write_bytes / 512);
     CHECK_BETWEEN(r["ru_nvcsw"].get<long>(), before.nvcsw, after.nvcsw);
     CHECK_BETWEEN(r["ru_nivcsw"].get<long>(), before.nivcsw, after.nivcsw);
+    CHECK(r["ru_nsignals"] == 0);
+    for (const char* key : {"ru_ixrss", "ru_idrss", "ru_isrss", "ru_nswap", "ru_msgsnd", "ru_msgrcv"}) {
+        INFO(key);
+        CHECK(r[key].is_null());
+    }
     auto li = run.of_type("lwpinfo");
     REQUIRE(li.size() == 1);
+    CHECK(li[0]["tid"] == w);
     CHECK(li[0]["name"] == "a b) c");
     double t = li[0]["lwp_utime"].get<double>() + li[0]["lwp_stime"].get<double>();
     CHECK(t * ns_per_s >= static_cast<double>(sched_before.cpu_ns) - 2.0);
     CHECK(t * ns_per_s <= static_cast<double>(sched_after.cpu_ns) + 2.0);
+    CHECK(li[0]["lwp_utime"].get<double>() >= li[0]["lwp_stime"].get<double>());
+
+    // The session API reads the same files: every field again.
+    auto s = attach(pid);
+    s->rusage_start();
+    collect_checked(*s, pid, w, 0);
+    CHECK(s->thread_name(tid_t{w}) == "a b) c");
 }
 
 TEST_CASE("rusage collect all as text: a table with n/a columns and a process line that includes exited threads")
@@ -510,8 +544,6 @@ TEST_CASE("rusage collect all as text: a table with n/a columns and a process li
     // is in the process line and in no thread row.
     CHECK(process_total >= sum_threads + 0.02);
 }
-
-// ---------------------------------------------------------------- 5
 
 // ---------------------------------------------------------------- 5
 

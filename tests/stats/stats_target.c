@@ -27,6 +27,9 @@
  *                      wall time; answers "sysspun <ms>"
  *   write KB PATH      the worker writes KB KiB to PATH (created/truncated)
  *                      and fsyncs it; answers "wrote KB"
+ *   name TEXT          the worker names itself TEXT (pthread_setname_np, at
+ *                      most 15 bytes, may hold spaces and ')'); answers
+ *                      "named <tid>"
  *   allspin K MS       every thread spins for MS ms of wall time: main, the
  *                      worker and K new threads (joined after); answers
  *                      "allspun <tid>..." (the new threads' TIDs)
@@ -57,7 +60,7 @@
 
 #define MAX_PARKED 512
 
-enum job_kind { JOB_NONE, JOB_TOUCH, JOB_NAPS, JOB_SPIN, JOB_SYSSPIN, JOB_WRITE, JOB_EXEC };
+enum job_kind { JOB_NONE, JOB_TOUCH, JOB_NAPS, JOB_SPIN, JOB_SYSSPIN, JOB_WRITE, JOB_NAME, JOB_EXEC };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
@@ -66,6 +69,8 @@ static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
 static enum job_kind job = JOB_NONE;
 static long job_arg;
 static char job_path[400];
+static char job_name[16];   /* the kernel's comm: 15 bytes and the NUL */
+static int job_rc;          /* JOB_NAME: pthread_setname_np's result */
 static int job_done;
 static pid_t worker_tid;
 
@@ -212,6 +217,9 @@ static void *worker_main(void *arg)
             break;
         case JOB_WRITE:
             write_file(a, job_path);
+            break;
+        case JOB_NAME:
+            job_rc = pthread_setname_np(pthread_self(), job_name);
             break;
         case JOB_EXEC:
             exec_self();
@@ -502,6 +510,17 @@ int main(int argc, char **argv)
             strcpy(job_path, end + 1);
             run_job(JOB_WRITE, a);
             answer("wrote %ld", a);
+        } else if (strncmp(line, "name ", 5) == 0) {
+            if (line[5] == '\0' || strlen(line + 5) >= sizeof job_name) {
+                answer("error usage: name TEXT (1 to %d bytes)", (int)sizeof job_name - 1);
+                continue;
+            }
+            strcpy(job_name, line + 5);
+            run_job(JOB_NAME, 0);
+            if (job_rc != 0)
+                answer("error pthread_setname_np: %s", strerror(job_rc));
+            else
+                answer("named %d", (int)worker_tid);
         } else if (strcmp(line, "exec-main") == 0) {
             /* The main thread execs: answered by the new image too. */
             exec_self();
