@@ -11,10 +11,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <optional>
 #include <poll.h>
 #include <string>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -54,6 +56,11 @@ std::optional<std::vector<script_line>> ordered_scripts(int argc, char** argv, s
         std::ifstream in(path);
         if (!in) {
             error = fmt::format("cannot read command file {}: {}", path, std::strerror(errno));
+            return false;
+        }
+        struct stat st {};
+        if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+            error = fmt::format("cannot read command file {}: {}", path, std::strerror(EISDIR));
             return false;
         }
         std::string line;
@@ -202,6 +209,15 @@ int main(int argc, char** argv)
         return exit_usage;
     }
 
+    // Descriptors 0-2 stay taken, so that none of tdctl's own lands there.
+    const bool stdout_closed = ::fcntl(STDOUT_FILENO, F_GETFD) < 0;
+    for (int fd = 0; fd <= 2; ++fd)
+        if (::fcntl(fd, F_GETFD) < 0)
+            ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (stdout_closed && output_path.empty()) {
+        std::fprintf(stderr, "tdctl: standard output is closed; give -o FILE\n");
+        return exit_failed;
+    }
     std::FILE* out_file = stdout;
     if (!output_path.empty()) {
         out_file = std::fopen(output_path.c_str(), "w");
@@ -287,6 +303,21 @@ int main(int argc, char** argv)
         }
         const bool failed = commands.failed();
 
+        // A write that failed (a full disk, a closed pipe) fails the run;
+        // a reader that went away (EPIPE) needs no message.
+        auto output_broken = [&] {
+            int err = std::fflush(out_file) != 0 ? errno : 0;
+            if (err == 0 && out.ok())
+                return false;
+            if (out.write_errno() != 0)
+                err = out.write_errno();
+            if (err != EPIPE)
+                std::fprintf(stderr, "tdctl: writing %s failed%s%s\n",
+                             output_path.empty() ? "standard output" : output_path.c_str(), err ? ": " : "",
+                             err ? std::strerror(err) : "");
+            return true;
+        };
+
         // End of the session: put the target back as it was.
         // Ctrl-C at the prompt only ends the running command; elsewhere it
         // ends tdctl (128 + SIGINT), as SIGTERM and SIGHUP always do.
@@ -307,7 +338,7 @@ int main(int argc, char** argv)
             for (;;) {
                 if (auto st = session->process().wait_launched_exit(100)) {
                     run.print_exit(*st);
-                    if (failed)
+                    if (output_broken() || failed)
                         return exit_failed;
                     return status_to_exit_code(*st);
                 }
@@ -319,6 +350,8 @@ int main(int argc, char** argv)
                     return 128 + sig;
             }
         }
+        if (output_broken())
+            return exit_failed;
         if (end_signal != 0)
             return 128 + end_signal;
         if (failed)

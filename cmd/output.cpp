@@ -1,10 +1,18 @@
 #include "cmd/output.hpp"
 
+#include <cerrno>
+
 namespace tdctl::cmd {
 
 output::output(std::FILE* out, bool json)
     : out_(out), json_(json), sink_(json ? events::make_jsonl_sink(out) : events::make_text_sink(out))
 {
+}
+
+void output::note_write_error()
+{
+    if (write_errno_ == 0 && std::ferror(out_) != 0)
+        write_errno_ = errno != 0 ? errno : EIO;
 }
 
 void output::set_prompt_hooks(void (*before)(), void (*after)())
@@ -18,6 +26,7 @@ void output::event(const events::event_message& msg)
     if (before_)
         before_();
     sink_->write(msg);
+    note_write_error();
     if (after_)
         after_();
 }
@@ -30,6 +39,7 @@ void output::write_text(const std::string& text)
     std::fputc('\n', out_);
     if (bulk_depth_ == 0)
         std::fflush(out_);
+    note_write_error();
     if (after_)
         after_();
 }
@@ -45,6 +55,7 @@ void output::record(const events::json_record& rec, const std::string& text)
             std::string line = events::json_line(rec);
             std::fwrite(line.data(), 1, line.size(), out_);
         }
+        note_write_error();
         if (after_)
             after_();
     } else if (!text.empty()) {

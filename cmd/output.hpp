@@ -18,6 +18,11 @@ public:
     output(std::FILE* out, bool json);
 
     bool is_json() const { return json_; }
+    /// False once a write to the output failed (a full disk, a closed pipe):
+    /// the session should end, and tdctl exit 2.
+    bool ok() const { return std::ferror(out_) == 0; }
+    /// The errno of the first failed write (EPIPE, ENOSPC, ...), or 0.
+    int write_errno() const { return write_errno_; }
     std::FILE* stream() const { return out_; }
 
     /// An event message (the events/ sinks' format).
@@ -64,6 +69,8 @@ private:
     void (*before_)() = nullptr;
     void (*after_)() = nullptr;
     int bulk_depth_ = 0;
+    int write_errno_ = 0;
+    void note_write_error();
 };
 
 }  // namespace tdctl::cmd

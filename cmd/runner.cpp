@@ -206,6 +206,11 @@ run_end runner::run_until(std::optional<double> seconds,
     for (;;) {
         if (!session_.is_alive())
             return exit_status_ ? run_end::exited : run_end::detached;
+        if (!out_.ok()) {
+            // Nobody can read what happens next: end as SIGTERM would.
+            must_exit_ = true;
+            return run_end::signal;
+        }
         // Handle what is already pending before sleeping in poll().
         for (const auto& ev : session_.pump(0)) {
             bool done = on_event(ev);

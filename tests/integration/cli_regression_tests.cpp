@@ -294,4 +294,36 @@ TEST_SUITE("cli regressions")
         CHECK(run.result.out.find("event set EVENTS [TID]") != std::string::npos);
         CHECK(run.result.out.find("stats enable") != std::string::npos);
     }
+
+    // Failed writes were ignored: `-o /dev/full` or a closed stdout exited 0
+    // with the records lost.
+    TEST_CASE("a failed write to the output fails the run (exit 2) and the target is left clean")
+    {
+        require_attach();
+        auto target = child_process::spawn({fixture_path("sleeper"), "2"});
+        REQUIRE(wait_until([&] { return task_tids(target.pid()).size() == 3; }, 10s));
+        const std::string pid = std::to_string(target.pid());
+        {
+            auto run = run_tdctl({"-p", pid, "-o", "/dev/full", "-e", "threads", "-e", "watch --for 0.3"}, 30s);
+            INFO(run.describe());
+            CHECK(run.result.status.exit_code() == 2);
+            CHECK(run.result.err.find("writing /dev/full failed: No space left on device") != std::string::npos);
+        }
+        {
+            auto run = run_command({"/bin/sh", "-c", "exec \"$0\" -p \"$1\" -e threads >&-", tdctl_path(), pid}, 30s);
+            INFO(run.describe());
+            CHECK(run.status.exit_code() == 2);
+            CHECK(run.err.find("standard output is closed") != std::string::npos);
+        }
+        CHECK(tracer_pid(target.pid()) == 0);
+    }
+
+    // `-x DIR` ran nothing and exited 0.
+    TEST_CASE("-x with a directory is refused")
+    {
+        auto run = run_tdctl({"-x", "/tmp", "--", "true"}, 30s);
+        INFO(run.describe());
+        CHECK(run.result.status.exit_code() == 64);
+        CHECK(run.result.err.find("Is a directory") != std::string::npos);
+    }
 }
