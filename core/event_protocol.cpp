@@ -253,8 +253,10 @@ td_status event_protocol::unlink(target_addr handle)
         if (seen.size() > max_list_length)
             return td_fail(TD_DBERR);
         auto next = next_of(cur);
-        if (!next)
-            return td_fail(TD_DBERR);
+        if (!next) {
+            cut_unmapped(link);
+            break;
+        }
         link = cur + layout_.nextevent.offset;
         cur = target_addr{*next};
     }
@@ -272,19 +274,35 @@ td_result<std::vector<target_addr>> event_protocol::message_list()
         return td_fail(TD_DBERR);
     std::vector<target_addr> out;
     std::unordered_set<std::uint64_t> seen;
+    target_addr link = layout_.last_event;
     target_addr cur{*head};
     while (!cur.is_null()) {
         if (!seen.insert(cur.value).second)
             break;  // cycle: every record has been listed once
         if (out.size() >= max_list_length)
             return td_fail(TD_DBERR);
-        out.push_back(cur);
         auto next = read_uint(mem, cur + layout_.nextevent.offset, ptr_bytes);
-        if (!next)
-            return td_fail(TD_DBERR);
+        if (!next) {
+            if (auto r = cut_unmapped(link); !r)
+                return td_fail(r.error());
+            break;
+        }
+        out.push_back(cur);
+        link = cur + layout_.nextevent.offset;
         cur = target_addr{*next};
     }
     return out;
+}
+
+td_status event_protocol::cut_unmapped(target_addr link)
+{
+    // glibc frees the stack (and so the record) of a thread that ended with
+    // its message still listed once its stack cache is full: nothing after
+    // it can be reached, and nothing will write it again. The list ends
+    // before it.
+    if (!write_uint(target_.memory(), link, layout_.nextevent.element_bytes(), 0))
+        return td_fail(TD_DBERR);
+    return {};
 }
 
 td_result<std::vector<target_addr>> event_protocol::thread_records()

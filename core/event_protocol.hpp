@@ -116,6 +116,8 @@ public:
     td_status unlink(target_addr handle);
 
     /// Records on the buffered-message list, head first (bounded, cycle-safe).
+    /// A listed record that is no longer mapped ends the list: the link to it
+    /// is cleared in the target (cut_unmapped).
     td_result<std::vector<target_addr>> message_list();
 
     /// Every record on the live-thread lists (bounded, cycle-safe).
@@ -130,6 +132,9 @@ public:
     td_result<int> read_nthreads();
 
 private:
+    /// Ends the list at `link` (the head variable or a record's nextevent):
+    /// the record it points to can no longer be read.
+    td_status cut_unmapped(target_addr link);
     target_access& target_;
     protocol_layout layout_;
 };
