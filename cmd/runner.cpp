@@ -537,17 +537,29 @@ command_status runner::cmd_event_enable(const words& w, const std::string& where
             return td_error(list.error(), fmt::format("{}: event enable", where));
         targets = *list;
     }
+    std::size_t ended = 0;
     for (const auto& th : targets) {
         auto r = session_.thr_event_enable(th, on);
         if (!r)
             return td_error(r.error(), fmt::format("{}: event enable {}", where, w[2]));
         auto info = th.get_info();
+        if (targets.size() > 1 && info && info->ti_state != TD_THR_ACTIVE) {
+            ++ended;   // ended, not yet joined: counted below, not one line each
+            continue;
+        }
         json_record rec;
         rec["type"] = "enable";
         rec["tid"] = info ? info->ti_lid : 0;
         rec["handle"] = events::hex_addr(th.value().value);
         rec["traceme"] = on;
         out_.record(rec, fmt::format("thread {} event reporting {}", info ? info->ti_lid : 0, on ? "on" : "off"));
+    }
+    if (ended != 0) {
+        json_record rec;
+        rec["type"] = "enable";
+        rec["ended_threads"] = ended;
+        rec["traceme"] = on;
+        out_.record(rec, fmt::format("{} ended threads (not yet joined): event reporting {}", ended, on ? "on" : "off"));
     }
     return command_status::ok;
 }

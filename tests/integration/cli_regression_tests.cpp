@@ -356,4 +356,28 @@ TEST_SUITE("cli regressions")
             CHECK(target.require_exit(60s).is_success());
         }
     }
+
+    // `event enable on all` printed one line per ended-but-unjoined thread,
+    // each with the process ID as its TID (about 1800 on a thread storm).
+    TEST_CASE("event enable on all: ended threads are counted, not listed under the process ID")
+    {
+        require_attach();
+        auto target = child_process::spawn({fixture_path("churn"), "8", "3000"});
+        std::this_thread::sleep_for(50ms);
+        auto run = run_tdctl({"--json", "-p", std::to_string(target.pid()), "-e", "event enable on all"}, 60s);
+        INFO(run.describe().substr(0, 3000));
+        REQUIRE(run.result.status.is_success());
+        int as_pid = 0, summaries = 0;
+        for (const auto& r : run.of_type("enable")) {
+            if (r.contains("ended_threads")) {
+                ++summaries;
+                CHECK(int_field(r, "ended_threads") > 0);
+            } else if (int_field(r, "tid") == target.pid()) {
+                ++as_pid;
+            }
+        }
+        CHECK(as_pid == 1);   // the main thread itself
+        CHECK(summaries <= 1);
+        CHECK(target.require_exit(60s).is_success());
+    }
 }
