@@ -80,8 +80,13 @@ std::expected<std::vector<stack_frame>, std::string> unwind_lwp(pid_t pid, tid_t
         return std::unexpected(std::string("cannot unwind: ") + dwfl_errmsg(-1));
     unwind_state u{dwfl.get(), max_frames, {}};
     int r = dwfl_getthread_frames(dwfl.get(), tid.value, on_frame, &u);
-    if (r != 0 && u.frames.empty())
-        return std::unexpected(std::string(dwfl_errmsg(-1)));
+    if (r != 0 && u.frames.empty()) {
+        if (int err = dwfl_errno(); err != 0)
+            return std::unexpected(std::string(dwfl_errmsg(err)));
+        // libdwfl gives no reason when the LWP's registers or stack cannot
+        // be read: it is exiting (or has just gone).
+        return std::unexpected(std::string("no frame could be read: the LWP is exiting"));
+    }
     // An unwind that ends early (no CFI further out) keeps what it found.
     return std::move(u.frames);
 }
