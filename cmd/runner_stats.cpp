@@ -98,7 +98,10 @@ void runner::print_stats(const core::thread_stats& st, const core::stat_averages
                                ? " (glibc's __concurrency_level not found: install libc6-dbg for libc's debug symbols)"
                                : "",
                            fraction_text(a.nrunnable), fraction_text(a.a_concurrency), fraction_text(a.nlwps),
-                           fraction_text(a.nidle), a.window_seconds, st.enabled ? "on" : "off (frozen)");
+                           fraction_text(a.nidle), a.window_seconds,
+                           st.enabled                ? "on"
+                           : a.window_seconds == 0.0 ? "off (`stats enable` starts a window)"
+                                                     : "off (averages frozen)");
     }
     out_.record(rec, text);
 }

@@ -380,4 +380,18 @@ TEST_SUITE("cli regressions")
         CHECK(summaries <= 1);
         CHECK(target.require_exit(60s).is_success());
     }
+
+    // `stats show` before any `stats enable` said "gathering off (frozen)",
+    // as if a window had been taken and stopped.
+    TEST_CASE("stats show before stats enable says how to start a window")
+    {
+        require_ptrace();
+        auto run = run_tdctl({"-e", "stats show", "-e", "stats enable", "-e", "sleep 0.2", "-e", "stats disable", "-e",
+                              "stats show", "-e", "kill", "--", fixture_path("sleeper"), "1"},
+                             30s);
+        INFO(run.describe());
+        auto first = run.result.out.find("gathering off (`stats enable` starts a window)");
+        CHECK(first != std::string::npos);
+        CHECK(run.result.out.find("gathering off (averages frozen)", first) != std::string::npos);
+    }
 }
