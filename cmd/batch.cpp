@@ -94,7 +94,8 @@ bool batch::run_stdin(core::session& session, signal_source& signals)
         pollfd fds[3] = {{STDIN_FILENO, POLLIN, 0}, {signals.fd(), POLLIN, 0}, {-1, POLLIN, 0}};
         if (run_.has_target())
             fds[2].fd = session.wait_fd();
-        if (::poll(fds, 3, -1) < 0 && errno != EINTR)
+        // Stops already collected are serviced without sleeping.
+        if (::poll(fds, 3, run_.has_target() && session.has_pending() ? 0 : -1) < 0 && errno != EINTR)
             return true;
         if (int sig = signals.take(); sig != 0) {
             end_signal_ = sig;

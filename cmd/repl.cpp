@@ -85,7 +85,8 @@ command_status run_repl(runner& run, core::session& session, output& out, signal
         pollfd fds[3] = {{STDIN_FILENO, POLLIN, 0}, {signals.fd(), POLLIN, 0}, {-1, POLLIN, 0}};
         if (run.has_target())
             fds[2].fd = session.wait_fd();
-        ::poll(fds, 3, -1);
+        // Stops already collected are serviced without sleeping.
+        ::poll(fds, 3, run.has_target() && session.has_pending() ? 0 : -1);
         if (int sig = signals.take(); sig != 0) {
             if (sig == SIGINT) {
                 // Ctrl-C at the prompt clears the line, as in a shell.

@@ -233,6 +233,8 @@ run_end runner::run_until(std::optional<double> seconds,
             // Round up: poll() must not return before the deadline.
             wait_ms = static_cast<int>(std::min<long long>((left + 999) / 1000, 1000 * 60 * 60));
         }
+        if (session_.has_pending())
+            wait_ms = 0;
         pollfd fds[2] = {{session_.wait_fd(), POLLIN, 0}, {signals_.fd(), POLLIN, 0}};
         ::poll(fds, 2, wait_ms);
     }

@@ -158,6 +158,10 @@ public:
     /// Kills the target.
     void kill();
     bool is_alive() const { return process_->is_alive() && !process_->is_detached(); }
+    /// Stops already collected but not yet handed out by pump(): a caller
+    /// must pump again before it sleeps on wait_fd(), which does not signal
+    /// them.
+    bool has_pending() const { return is_alive() && process_->has_queued_events(); }
 
     /// For poll(): readable when the target may have a stop to handle.
     int wait_fd() const { return process_->wait_fd(); }

@@ -45,27 +45,41 @@ void waiter::drain_fd()
 std::optional<std::pair<tid_t, wait_status>> waiter::wait_any(int timeout_ms)
 {
     long long deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
-    for (;;) {
-        // Empty the signalfd before asking waitpid: a SIGCHLD that comes
-        // after this point leaves it readable, so poll() below (or the
-        // caller's poll on fd()) cannot sleep past a new status, and one
-        // that came before is answered by this waitpid — the fd is never
-        // left readable with nothing to reap, which would make callers spin.
-        drain_fd();
-        int status = 0;
-        pid_t r = ::waitpid(-1, &status, __WALL | WNOHANG);
-        if (r > 0) {
-            auto ws = wait_status::decode(status);
-            log::debug("wait: task {} {}", r, ws.to_string());
-            return std::pair{tid_t{r}, ws};
-        }
-        if (r < 0) {
+    auto reap = [this](std::optional<std::pair<tid_t, wait_status>>& out) {
+        for (;;) {
+            int status = 0;
+            pid_t r = ::waitpid(-1, &status, __WALL | WNOHANG);
+            if (r > 0) {
+                auto ws = wait_status::decode(status);
+                log::debug("wait: task {} {}", r, ws.to_string());
+                out = std::pair{tid_t{r}, ws};
+                return true;
+            }
+            if (r == 0)
+                return false;
             if (errno == EINTR)
                 continue;
-            if (errno == ECHILD)
-                return std::nullopt;
+            if (errno == ECHILD) {
+                drain_fd();   // no child at all: nothing is to come
+                return true;  // out stays empty
+            }
             throw error::from_errno(errno, "waitpid");
         }
+    };
+    for (;;) {
+        std::optional<std::pair<tid_t, wait_status>> got;
+        if (reap(got))
+            return got;
+        // Nothing to reap: empty the signalfd, then look once more. A status
+        // becomes waitable before its SIGCHLD is sent, so one whose signal
+        // this drain swallowed is found by the second look; after that the
+        // descriptor is readable exactly when a new status may be waiting.
+        // It is left readable while statuses remain (a status was returned
+        // without draining), so a caller's poll() never sleeps on a status
+        // nor spins on nothing.
+        drain_fd();
+        if (reap(got))
+            return got;
         int wait_ms = -1;
         if (deadline >= 0) {
             long long left = deadline - now_ms();

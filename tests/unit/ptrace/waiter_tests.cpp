@@ -2,6 +2,7 @@
 // status may be waiting, so a command loop that polls it never spins.
 #include <doctest/doctest.h>
 
+#include <csignal>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +24,13 @@ bool readable(int fd)
 TEST_CASE("after wait_any(0) finds nothing to reap, the descriptor is not readable")
 {
     waiter w;
+    // Another child lives on, so that waitpid(-1) finds children, none waitable.
+    pid_t other = ::fork();
+    REQUIRE(other >= 0);
+    if (other == 0) {
+        ::pause();
+        ::_exit(0);
+    }
     // A child whose SIGCHLD arrives but whose status is taken past wait_any
     // (as wait_for does for a new clone's first stop).
     pid_t child = ::fork();
@@ -35,6 +43,33 @@ TEST_CASE("after wait_any(0) finds nothing to reap, the descriptor is not readab
 
     CHECK_FALSE(w.wait_any(0).has_value());
     CHECK_MESSAGE(!readable(w.fd()), "a poll() on the descriptor would return at once, forever");
+
+    ::kill(other, SIGKILL);
+    auto gone = w.wait_any(5000);
+    REQUIRE(gone.has_value());
+    CHECK(gone->first.value == other);
+}
+
+TEST_CASE("statuses left after wait_any(0) returned one keep the descriptor readable")
+{
+    waiter w;
+    pid_t a = ::fork();
+    REQUIRE(a >= 0);
+    if (a == 0)
+        ::_exit(1);
+    pid_t b = ::fork();
+    REQUIRE(b >= 0);
+    if (b == 0)
+        ::_exit(2);
+    // Both have exited (one SIGCHLD may stand for both).
+    int seen = 0;
+    while (seen < 2) {
+        pollfd p{w.fd(), POLLIN, 0};
+        REQUIRE(::poll(&p, 1, 5000) == 1);   // never a sleep with a status waiting
+        while (auto got = w.wait_any(0))
+            ++seen;
+    }
+    CHECK_FALSE(readable(w.fd()));
 }
 
 TEST_CASE("a status reaped by wait_any(0) leaves nothing readable behind once the next call finds none")
