@@ -35,6 +35,10 @@ std::optional<protocol_layout> probe_nptl(target_access& target, std::string& wh
         }
     }
     if (!version_sym) {
+        if (auto problem = target.module_problem("libc.so"); !problem.empty()) {
+            why = "the thread library's symbols cannot be read: " + problem;
+            return std::nullopt;
+        }
         why = target.has_module("libc.so.6")
                   ? "libc.so.6 does not export __nptl_version (glibc older than 2.3 or a modified libc)"
                   : "no glibc thread library (nptl) symbols: the program is static and stripped, or not linked "

@@ -83,6 +83,14 @@ bool session::has_module(std::string_view module)
     return modules_.find(module) != nullptr;
 }
 
+std::string session::module_problem(std::string_view module)
+{
+    for (const auto& why : modules_.skipped())
+        if (why.find(module) != std::string::npos)
+            return why;
+    return {};
+}
+
 std::vector<tid_t> session::lwps()
 {
     if (is_alive())

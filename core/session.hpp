@@ -67,6 +67,7 @@ public:
     target_memory& memory() override { return process_->memory(); }
     std::optional<symbols::symbol> lookup_symbol(std::string_view module, std::string_view name) override;
     bool has_module(std::string_view module) override;
+    std::string module_problem(std::string_view module) override;
     std::vector<tid_t> lwps() override;
     std::optional<target_addr> thread_pointer(tid_t lwp) override;
 

@@ -31,6 +31,11 @@ public:
     /// True when a module whose soname/file name starts with `module` is loaded.
     virtual bool has_module(std::string_view module) = 0;
 
+    /// Why a mapped module whose path contains `module` could not be opened
+    /// (deleted or replaced on disk and /proc/PID/map_files not readable,
+    /// ...), or empty when none failed.
+    virtual std::string module_problem(std::string_view module) { (void)module; return {}; }
+
     /// The LWPs of the target now (from the tracer's task table or /proc/PID/task).
     virtual std::vector<tid_t> lwps() = 0;
 

@@ -82,7 +82,10 @@ TEST_SUITE("usage")
         CHECK_FALSE(contains(run.result.out, "TRACEME"));
         CHECK(contains(run.result.out, "detached"));
         CHECK(tracer_pid(t.pid()) == 0);
-        CHECK(proc_state(t.pid()) == 'S');
+        // Back in pause() (just after the detach it may still be on its way
+        // there, 'R', on a loaded machine).
+        CHECK_MESSAGE(wait_until([&] { return proc_state(t.pid()) == 'S'; }, 5s),
+                      "state " << proc_state(t.pid()).value_or('?'));
     }
 
     TEST_CASE("a bad count: watch --count x exits 2 naming the value")
@@ -140,11 +143,9 @@ TEST_SUITE("bad targets")
     TEST_CASE("a process already traced by strace: one line naming the tracer, exit 2, strace keeps it")
     {
         require_attach();
+        // scripts/setup-debian.sh installs strace: its absence is a failure.
         auto strace = find_program("strace");
-        if (!strace) {
-            MESSAGE("strace is not installed: nothing to check");
-            return;
-        }
+        REQUIRE_MESSAGE(strace.has_value(), "strace is not installed (scripts/setup-debian.sh installs it)");
         sleeper_target t;
         auto tracer = child_process::spawn({*strace, "-p", t.pid_text()});
         REQUIRE_MESSAGE(wait_until([&] { return tracer_pid(t.pid()) == tracer.pid(); }, 10s),
@@ -173,20 +174,6 @@ TEST_SUITE("bad targets")
         tdctl_run wrapped{run, {}};
         check_attach_refused(wrapped);
         CHECK(contains(run.err, "itself"));
-    }
-
-    TEST_CASE("a kernel thread: one line, exit 2, it stays untraced")
-    {
-        require_ptrace();
-        auto kthread = kernel_thread_pid();
-        if (!kthread) {
-            MESSAGE("no kernel thread is visible in this PID namespace: nothing to check");
-            return;
-        }
-        auto run = run_tdctl({"-p", std::to_string(*kthread)}, 30s);
-        check_attach_refused(run);
-        CHECK(contains(run.result.err, "kernel thread"));
-        CHECK(tracer_pid(*kthread) == 0);
     }
 }
 

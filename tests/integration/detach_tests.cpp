@@ -1,8 +1,12 @@
 // Detach puts the target back as it was (SPEC §4 "Detach", §9): the bytes
 // at both reporting addresses, the global event mask, the message list head,
-// ld.so's initial report flag and every thread's report_events / eventbuf /
-// nextevent are read through /proc/PID/mem before and after each tdctl run
-// (addresses from nm and /proc/PID/maps, not from tdctl). A target that was
+// ld.so's initial report flag and every thread's report_events / eventbuf
+// (its event mask) / nextevent are read through /proc/PID/mem before and
+// after each tdctl run (addresses from nm and /proc/PID/maps, not from
+// tdctl). Before tdctl comes, the test writes a state into the target that
+// is not the default (a global mask, a reporting thread, thread masks), so a
+// detach that merely switches everything off fails. "Still running" means
+// the target answers and starts a new thread afterwards. A target that was
 // stopped stays stopped; a controller ended by a signal still cleans up.
 #include <doctest/doctest.h>
 
@@ -23,9 +27,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-/// TID -> handle from `tdctl --json -p PID -e threads`, checked against
-/// /proc/PID/task and against the handles the fixture recorded.
-std::map<pid_t, std::uint64_t> thread_handles(pid_t pid, const std::vector<record_fact>& facts)
+/// TID -> handle from `tdctl --json -p PID -e threads` (a first, read-only
+/// session), checked against /proc/PID/task and against the handles the
+/// fixture reported for the threads it spawned.
+std::map<pid_t, std::uint64_t> thread_handles(pid_t pid, const std::vector<steer_thread>& spawned)
 {
     auto run = run_tdctl({"--json", "-p", std::to_string(pid), "-e", "threads"}, 30s);
     INFO(run.describe());
@@ -38,12 +43,13 @@ std::map<pid_t, std::uint64_t> thread_handles(pid_t pid, const std::vector<recor
         handles[tid] = hex_field(t, "handle");
     }
     CHECK(listed == live_tids(pid));
-    for (const auto& f : facts_of_kind(facts, "thread")) {
-        CAPTURE(f.line);
-        REQUIRE(handles.contains(f.id()));
-        CHECK(handles[f.id()] == f.handle());
+    for (const auto& t : spawned) {
+        CAPTURE(t.tid);
+        REQUIRE(handles.contains(t.tid));
+        CHECK(handles[t.tid] == t.handle);
     }
     REQUIRE(handles.contains(pid));
+    REQUIRE(tracer_pid(pid) == 0);
     return handles;
 }
 
@@ -53,23 +59,6 @@ std::vector<std::uint64_t> values_of(const std::map<pid_t, std::uint64_t>& m)
     for (const auto& [tid, h] : m)
         v.push_back(h);
     return v;
-}
-
-/// The target is alive, untraced, and no task is in a stop (tracing stop
-/// 't' or group stop 'T'): sleeper threads sit in pause().
-void check_left_running(pid_t pid, const std::set<pid_t>& tids)
-{
-    CHECK(tracer_pid(pid) == 0);
-    auto states = task_states(pid);
-    std::set<pid_t> now;
-    for (const auto& [tid, state] : states) {
-        now.insert(tid);
-        CAPTURE(tid);
-        CHECK(state != 't');
-        CHECK(state != 'T');
-        CHECK(state != 'Z');
-    }
-    CHECK(now == tids);
 }
 
 /// Bytes of the reporting addresses as the libc file on disk has them.
@@ -94,21 +83,51 @@ const memory_region& region_named(const std::vector<memory_region>& regions, con
     throw std::runtime_error("no region " + name);
 }
 
-struct sleeper_target {
-    temp_file record{"sleeper-record"};
+bool any_nonzero(const std::vector<std::uint8_t>& bytes)
+{
+    return std::any_of(bytes.begin(), bytes.end(), [](std::uint8_t b) { return b != 0; });
+}
+
+/// steer with `threads` spawned threads and, written before any tdctl run
+/// that arms anything, an event state that is not the default:
+///   global mask {TD_SLEEP};
+///   spawned thread 0: report_events 1, empty mask;
+///   spawned thread 1: report_events 0, mask {TD_DEATH, TD_READY};
+///   spawned thread 2: report_events 1, mask {TD_CONCURRENCY}.
+/// No reporting thread has TD_CREATE or TD_DEATH in its own or the global
+/// mask, so glibc reports nothing by itself and the state stays put until
+/// tdctl edits it.
+struct steer_target {
+    temp_file record{"steer-record"};
     child_process process;
-    std::vector<record_fact> facts;
+    std::vector<steer_thread> spawned;
     std::map<pid_t, std::uint64_t> handles;
     std::vector<memory_region> regions;
     memory_snapshot before;
 
-    explicit sleeper_target(int threads)
-        : process(start_fixture("sleeper", {"--record", record.path(), std::to_string(threads)}, record.path()))
+    explicit steer_target(int threads = 3)
+        : process(child_process::spawn({fixture_path("steer"), "--record", record.path()}))
     {
-        facts = read_record(record.path());
-        handles = thread_handles(pid(), facts);
+        REQUIRE(threads >= 3);
+        for (int i = 0; i < threads; ++i)
+            spawned.push_back(steer_spawn(process));
+        handles = thread_handles(pid(), spawned);
         regions = nptl_regions(pid(), values_of(handles));
+        // The fixture is fresh and nothing armed it: the text is the file's.
+        check_text_matches_file(pid(), take_snapshot(pid(), regions), regions);
+
+        auto fields = find_nptl_event_fields(pid());
+        write_global_mask(pid(), fields, {TD_SLEEP});
+        write_report_events(pid(), fields, spawned[0].handle, true);
+        write_thread_mask(pid(), fields, spawned[1].handle, {TD_DEATH, TD_READY});
+        write_report_events(pid(), fields, spawned[2].handle, true);
+        write_thread_mask(pid(), fields, spawned[2].handle, {TD_CONCURRENCY});
         before = take_snapshot(pid(), regions);
+        // What detach has to put back is not all zeros.
+        REQUIRE(before.at("__nptl_threads_events") == event_mask_bytes({TD_SLEEP}));
+        REQUIRE(any_nonzero(before.at(report_events_of(spawned[0]))));
+        REQUIRE(any_nonzero(before.at(eventbuf_of(spawned[1]))));
+        REQUIRE(any_nonzero(before.at(report_events_of(spawned[2]))));
     }
     pid_t pid() const { return process.pid(); }
     std::set<pid_t> tids() const
@@ -118,29 +137,42 @@ struct sleeper_target {
             s.insert(tid);
         return s;
     }
+    static std::string report_events_of(const steer_thread& t) { return fmt::format("{:#x}.report_events", t.handle); }
+    static std::string eventbuf_of(const steer_thread& t) { return fmt::format("{:#x}.eventbuf", t.handle); }
     std::string changes_since_attach() { return snapshot_difference(before, take_snapshot(pid(), regions)); }
 };
+
+/// The target runs on after tdctl left: untraced, every thread it had is
+/// still there, it answers a ping, and it starts a thread (whose TID shows up
+/// in /proc and in the fixture's record) and ends it again.
+void check_still_running(steer_target& t)
+{
+    CHECK(tracer_pid(t.pid()) == 0);
+    auto now = live_tids(t.pid());
+    for (pid_t tid : t.tids()) {
+        CAPTURE(tid);
+        CHECK(now.contains(tid));
+    }
+    CHECK(t.process.ask("ping") == "pong");
+    auto fresh = steer_spawn(t.process);
+    CHECK_FALSE(t.tids().contains(fresh.tid));
+    CHECK(live_tids(t.pid()).contains(fresh.tid));
+    auto recorded = thread_tids(read_record(t.record.path()));
+    CHECK(std::find(recorded.begin(), recorded.end(), fresh.tid) != recorded.end());
+    CHECK(t.process.ask(fmt::format("release {}", fresh.index)) == fmt::format("released {}", fresh.index));
+    CHECK(t.process.ask(fmt::format("join {}", fresh.index)) == fmt::format("joined {}", fresh.index));
+    CHECK(wait_until([&] { return !live_tids(t.pid()).contains(fresh.tid); }, 5s));
+    CHECK(live_tids(t.pid()) == t.tids());
+}
 
 }  // namespace
 
 TEST_SUITE("detach")
 {
-    TEST_CASE("attach, watch --for 1, detach: every nptl byte as before, the target still runs")
+    TEST_CASE("attach, watch --for 2, detach: every nptl byte as before (a non-default state), the target runs on")
     {
         require_attach();
-        sleeper_target t(3);
-        INFO("record: " << format_record(t.facts));
-
-        // Nothing has armed events in this process yet (a `threads` run did
-        // not leave anything behind either): the text is the file's, the
-        // masks and flags are zero.
-        check_text_matches_file(t.pid(), t.before, t.regions);
-        for (const auto& [name, bytes] : t.before) {
-            if (name.starts_with("text "))
-                continue;
-            CAPTURE(name);
-            CHECK(bytes == std::vector<std::uint8_t>(bytes.size(), 0));
-        }
+        steer_target t;
 
         // tdctl names the same reporting addresses as nm + maps.
         auto addr = run_tdctl({"--json", "-p", std::to_string(t.pid()), "-e", "event addr create,death"}, 30s);
@@ -154,27 +186,42 @@ TEST_SUITE("detach")
             CHECK(list[1]["event"] == "TD_DEATH");
             CHECK(hex_field(list[1], "address") == region_named(t.regions, "text __nptl_death_event").address);
         }
+        CHECK(t.changes_since_attach().empty());
 
-        auto run = run_tdctl({"--json", "-p", std::to_string(t.pid()), "-e", "watch --for 1"}, 30s);
-        INFO(run.describe());
-        CHECK(run.result.status.exit_code() == 0);
-        auto ends = run.of_type("watch_end");
+        auto tdctl =
+            child_process::spawn({tdctl_path(), "--json", "-p", std::to_string(t.pid()), "-e", "watch --for 2"});
+        REQUIRE(json::parse(tdctl.require_line(20s), nullptr, false).value("type", "") == "attached");
+        // While it watches, the global mask holds what the watch armed, so
+        // the comparison below can fail.
+        bool armed = wait_until(
+            [&] {
+                auto now = take_snapshot(t.pid(), t.regions);
+                return now.at("__nptl_threads_events") != t.before.at("__nptl_threads_events") &&
+                       now.at("text __nptl_create_event") != t.before.at("text __nptl_create_event");
+            },
+            10s);
+        CHECK_MESSAGE(armed, "the watch never changed the global mask and the TD_CREATE text");
+        auto status = tdctl.require_exit(30s);
+        INFO("tdctl stdout:\n" << tdctl.stdout_text() << "stderr:\n" << tdctl.stderr_text());
+        CHECK(status.exit_code() == 0);
+        auto records = parse_records(tdctl.stdout_text());
+        auto ends = records_of_type(records, "watch_end");
         REQUIRE(ends.size() == 1);
         CHECK(ends[0]["reason"] == "duration");
         CHECK(int_field(ends[0], "messages") == 0);
-        CHECK(run.of_type("detached").size() == 1);
+        CHECK(records_of_type(records, "detached").size() == 1);
 
         auto diff = t.changes_since_attach();
         CHECK_MESSAGE(diff.empty(), "changed by tdctl:\n" << diff);
-        check_left_running(t.pid(), t.tids());
+        check_still_running(t);
     }
 
-    TEST_CASE("event set / event enable on all / stop --for: undone at detach")
+    TEST_CASE("event set / event enable on all / stop --for on a non-default state: undone at detach")
     {
         require_attach();
-        sleeper_target t(3);
-        INFO("record: " << format_record(t.facts));
-        const pid_t some_thread = thread_tids(t.facts).front();
+        steer_target t;
+        // Thread 0 reports with an empty mask of its own; give it TD_DEATH.
+        const pid_t some_thread = t.spawned[0].tid;
 
         auto run = run_tdctl({"--json", "-p", std::to_string(t.pid()), "-e", "event set create", "-e",
                               fmt::format("event set death {}", some_thread), "-e", "event enable on all", "-e",
@@ -199,37 +246,34 @@ TEST_SUITE("detach")
 
         auto diff = t.changes_since_attach();
         CHECK_MESSAGE(diff.empty(), "changed by tdctl:\n" << diff);
-        check_left_running(t.pid(), t.tids());
+        check_still_running(t);
     }
 
-    TEST_CASE("SIGTERM, SIGINT, SIGHUP to tdctl in the middle of a watch: exit 128+N, bytes restored")
+    TEST_CASE("SIGTERM, SIGINT, SIGHUP to tdctl in the middle of a watch: exit 128+N, a non-default state restored")
     {
         require_attach();
-        sleeper_target t(3);
-        INFO("record: " << format_record(t.facts));
-        const auto& create_text = region_named(t.regions, "text __nptl_create_event");
-
         for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
             CAPTURE(sig);
+            steer_target t;
+            const auto& create_text = region_named(t.regions, "text __nptl_create_event");
+
             auto tdctl = child_process::spawn({tdctl_path(), "--json", "-p", std::to_string(t.pid()), "-e", "watch"});
             auto first = json::parse(tdctl.require_line(20s), nullptr, false);
             REQUIRE(first.value("type", "") == "attached");
-            // Armed: the watch planted its breakpoint (and set flags and
-            // masks). This also shows the comparison below can fail.
-            bool armed = wait_until(
-                [&] { return take_snapshot(t.pid(), t.regions).at(create_text.name) != t.before.at(create_text.name); },
-                10s);
-            CHECK_MESSAGE(armed, "the watch did not change the TD_CREATE reporting address within 10 s");
-            // ... and enabled reporting in every thread that already existed.
-            auto all_enabled = [&] {
+            // Armed: the watch planted its breakpoint, changed the global
+            // mask and enabled reporting in every thread that already
+            // existed. This also shows the comparison below can fail.
+            auto armed = [&] {
                 auto now = take_snapshot(t.pid(), t.regions);
+                if (now.at(create_text.name) == t.before.at(create_text.name) ||
+                    now.at("__nptl_threads_events") == t.before.at("__nptl_threads_events"))
+                    return false;
                 return std::all_of(t.handles.begin(), t.handles.end(), [&](const auto& th) {
-                    auto flag = now.at(fmt::format("{:#x}.report_events", th.second));
-                    return std::any_of(flag.begin(), flag.end(), [](std::uint8_t b) { return b != 0; });
+                    return any_nonzero(now.at(fmt::format("{:#x}.report_events", th.second)));
                 });
             };
-            CHECK_MESSAGE(wait_until(all_enabled, 10s), "during the watch: "
-                                                            << snapshot_difference(t.before, take_snapshot(t.pid(), t.regions)));
+            CHECK_MESSAGE(wait_until(armed, 10s),
+                          "during the watch: " << snapshot_difference(t.before, take_snapshot(t.pid(), t.regions)));
             REQUIRE(tdctl.send_signal(sig));
             auto status = tdctl.require_exit(20s);
             INFO("tdctl stdout:\n" << tdctl.stdout_text() << "stderr:\n" << tdctl.stderr_text());
@@ -243,7 +287,7 @@ TEST_SUITE("detach")
 
             auto diff = t.changes_since_attach();
             CHECK_MESSAGE(diff.empty(), "changed by tdctl:\n" << diff);
-            check_left_running(t.pid(), t.tids());
+            check_still_running(t);
         }
     }
 

@@ -5,21 +5,18 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <optional>
+#include <map>
 #include <sstream>
 #include <set>
 
-#include <unistd.h>
-
 #include <fmt/format.h>
 
+#include "tests/integration/changed_libc.hpp"
 #include "tests/integration/integration_support.hpp"
 
 using namespace tdctl::test;
 using namespace tdctl::itest;
 using namespace std::chrono_literals;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -31,33 +28,6 @@ std::vector<pid_t> tids_with_labels(const std::vector<record_fact>& facts, std::
         out.insert(out.end(), some.begin(), some.end());
     }
     return out;
-}
-
-/// A directory removed with everything in it when the owner goes away.
-class temp_dir {
-public:
-    explicit temp_dir(std::string_view stem) : name_(stem)
-    {
-        fs::create_directories(name_.path());
-    }
-    ~temp_dir()
-    {
-        std::error_code ignored_because_best_effort;
-        fs::remove_all(name_.path(), ignored_because_best_effort);
-    }
-    const std::string& path() const { return name_.path(); }
-
-private:
-    temp_file name_;
-};
-
-/// The libc this test process runs with (the system's).
-std::string system_libc()
-{
-    for (const auto& m : proc_maps(::getpid()))
-        if (m.offset == 0 && fs::path(m.path).filename() == "libc.so.6")
-            return m.path;
-    throw std::runtime_error("this test process has no libc.so.6 mapping");
 }
 
 }  // namespace
@@ -189,7 +159,7 @@ TEST_SUITE("hard cases")
         CHECK(int_field(exits[0], "status") == 0);
     }
 
-    TEST_CASE("named: the thread name 'a b) c' is listed exactly, in JSON and in text")
+    TEST_CASE("named: the thread name 'a b) c' is listed exactly, in JSON and in text, and named in its events")
     {
         require_attach();
         temp_file record("named-record");
@@ -215,94 +185,104 @@ TEST_SUITE("hard cases")
             CHECK(hex_field(*it, "handle") == named[0].handle());
         }
         auto text = run_tdctl({"-p", std::to_string(pid), "-e", "threads"}, 30s);
-        INFO(text.describe());
-        CHECK(text.result.status.exit_code() == 0);
-        bool found = false;
-        std::istringstream lines(text.result.out);
-        for (std::string line; std::getline(lines, line);)
-            if (line.find("a b) c") != std::string::npos && line.find(std::to_string(tid)) != std::string::npos &&
-                line.find(fmt::format("{:#x}", named[0].handle())) != std::string::npos)
-                found = true;
-        CHECK_MESSAGE(found, "no line with the TID, the name 'a b) c' and the handle");
+        {
+            INFO(text.describe());
+            CHECK(text.result.status.exit_code() == 0);
+            bool found = false;
+            std::istringstream lines(text.result.out);
+            for (std::string line; std::getline(lines, line);)
+                if (line.find("a b) c") != std::string::npos && line.find(std::to_string(tid)) != std::string::npos &&
+                    line.find(fmt::format("{:#x}", named[0].handle())) != std::string::npos)
+                    found = true;
+            CHECK_MESSAGE(found, "no line with the TID, the name 'a b) c' and the handle");
+        }
         CHECK(tracer_pid(pid) == 0);
+
+        // Events about threads that bear the name when they are reported:
+        // the named thread starts a child (named so from its clone on), and
+        // both end, while a watch is armed. Armed means: both reporting
+        // addresses planted, the global mask changed and the named thread
+        // reporting, read past tdctl.
+        const auto regions = nptl_regions(pid, {named[0].handle()});
+        const auto before = take_snapshot(pid, regions);
+        auto tdctl = child_process::spawn({tdctl_path(), "--json", "-p", std::to_string(pid), "-e",
+                                           "watch create,death --count 3 --for 30"});
+        REQUIRE(json::parse(tdctl.require_line(20s), nullptr, false).value("type", "") == "attached");
+        auto armed = [&] {
+            auto now = take_snapshot(pid, regions);
+            const auto flag = now.at(fmt::format("{:#x}.report_events", named[0].handle()));
+            return now.at("text __nptl_create_event") != before.at("text __nptl_create_event") &&
+                   now.at("text __nptl_death_event") != before.at("text __nptl_death_event") &&
+                   now.at("__nptl_threads_events") != before.at("__nptl_threads_events") &&
+                   std::any_of(flag.begin(), flag.end(), [](std::uint8_t b) { return b != 0; });
+        };
+        REQUIRE_MESSAGE(wait_until(armed, 10s), "the watch did not arm: "
+                                                    << snapshot_difference(before, take_snapshot(pid, regions)));
+        CHECK(target.ask("end", 20s) == "ended");
+        auto status = tdctl.require_exit(40s);
+        INFO("tdctl stdout:\n" << tdctl.stdout_text() << "stderr:\n" << tdctl.stderr_text());
+        CHECK(status.exit_code() == 0);
+
+        facts = read_record(record.path());
+        INFO("record: " << format_record(facts));
+        auto threads = facts_of_kind(facts, "thread");
+        REQUIRE(threads.size() == 2);
+        const pid_t child = threads[1].id();
+        // The fixture's own account of the child's name (read back by the
+        // child itself) and of both ends.
+        REQUIRE(threads[1].label() == "a b) c");
+        std::set<pid_t> exits;
+        for (const auto& f : facts_of_kind(facts, "exit"))
+            exits.insert(f.id());
+        CHECK(exits == std::set<pid_t>{tid, child});
+
+        auto records = parse_records(tdctl.stdout_text());
+        auto creates = event_records(records, "TD_CREATE");
+        auto deaths = event_records(records, "TD_DEATH");
+        REQUIRE(creates.size() == 1);
+        CHECK(int_field(creates[0], "tid") == child);
+        CHECK(int_field(creates[0], "reporter") == tid);
+        CHECK(hex_field(creates[0], "handle") == threads[1].handle());
+        CHECK(creates[0].value("name", "") == threads[1].label());
+        REQUIRE(deaths.size() == 2);
+        std::map<pid_t, std::string> death_names;
+        for (const auto& d : deaths)
+            death_names[static_cast<pid_t>(int_field(d, "tid"))] = d.value("name", "");
+        CHECK(death_names == std::map<pid_t, std::string>{{tid, named[0].label()}, {child, threads[1].label()}});
+        auto bad = malformed_thread_events(creates) + malformed_thread_events(deaths);
+        CHECK_MESSAGE(bad.empty(), bad);
+        auto ends = records_of_type(records, "watch_end");
+        REQUIRE(ends.size() == 1);
+        CHECK(ends[0]["reason"] == "count");
+
+        // Put back (the process-wide part; both threads are gone).
+        CHECK(tracer_pid(pid) == 0);
+        const auto global = nptl_regions(pid, {});
+        memory_snapshot global_before;
+        for (const auto& r : global)
+            global_before[r.name] = before.at(r.name);
+        auto diff = snapshot_difference(global_before, take_snapshot(pid, global));
+        CHECK_MESSAGE(diff.empty(), "changed by tdctl:\n" << diff);
+        CHECK(target.ask("ping") == "pong");
+        CHECK(wait_until([&] { return live_tids(pid) == std::set<pid_t>{pid}; }, 5s));
     }
 
-    TEST_CASE("libc replaced or deleted on disk after mapping: events work or a clear refusal, the target lives")
+    // Acceptance 8: events still work, or a clear refusal. tdctl reads the
+    // symbols of a deleted or replaced libc through /proc/PID/map_files/;
+    // when this test may open that file, so may tdctl, and events must work.
+    // Only when it may not is a refusal accepted, and it must say why
+    // (tests/integration/libc_refusal_tests.cpp forces that case).
+    TEST_CASE("libc replaced or deleted on disk after mapping: events work (or, without map_files, a clear refusal)")
     {
         require_attach();
-        const std::string libc_path = system_libc();
-        for (const bool remove_file : {false, true}) {
-            CAPTURE(remove_file);
-            temp_dir dir("tdctl-libc");
-            const std::string copy = dir.path() + "/libc.so.6";
-            fs::copy_file(libc_path, copy);
-            temp_file record("steer-record");
-            spawn_options options;
-            options.env = {{"LD_LIBRARY_PATH", dir.path()}};
-            auto steer = child_process::spawn({fixture_path("steer"), "--record", record.path()}, options);
-            const pid_t pid = steer.pid();
-            REQUIRE(steer.ask("ping") == "pong");
-            // Symbols from the system libc: the same bytes as the copy, which
-            // is about to disappear.
-            auto libc = find_module(pid, "libc.so.6", libc_path);
-            REQUIRE(libc.mapped_path == copy);
-            const auto create_addr = libc.address_of("__nptl_create_event");
-            const auto original = read_proc_mem(pid, create_addr, 16);
-
-            if (remove_file) {
-                fs::remove(copy);
-            } else {
-                // A different file at the same path, atomically (rename), as a
-                // package upgrade does.
-                fs::copy_file("/bin/true", dir.path() + "/replacement");
-                fs::rename(dir.path() + "/replacement", copy);
-            }
-            REQUIRE(find_module(pid, "libc.so.6", libc_path).mapped_path.ends_with("(deleted)"));
-
-            auto tdctl = child_process::spawn(
-                {tdctl_path(), "--json", "-p", std::to_string(pid), "-e", "watch --for 2", "-e", "threads"});
-            auto armed = [&] { return read_proc_mem(pid, create_addr, 16) != original; };
-            bool watching = wait_until([&] { return armed() || tdctl.wait_exit(0ms).has_value(); }, 10s) && armed();
-            std::optional<pid_t> spawned_tid;
-            if (watching) {
-                auto answer = steer.ask("spawn", 10s);
-                std::istringstream words(answer);
-                std::string word;
-                int index = -1;
-                pid_t tid = 0;
-                words >> word >> index >> tid;
-                REQUIRE_MESSAGE(word == "thread", answer);
-                spawned_tid = tid;
-            }
-            auto status = tdctl.require_exit(30s);
-            INFO("tdctl stdout:\n" << tdctl.stdout_text() << "stderr:\n" << tdctl.stderr_text());
-            auto records = parse_records(tdctl.stdout_text());
-            if (status.exit_code() == 0) {
-                REQUIRE_MESSAGE(spawned_tid.has_value(), "tdctl exited 0 but never armed the TD_CREATE address");
-                auto creates = event_records(records, "TD_CREATE");
-                REQUIRE(creates.size() == 1);
-                CHECK(int_field(creates[0], "tid") == *spawned_tid);
-                std::set<pid_t> listed;
-                for (const auto& t : records_of_type(records, "thread"))
-                    listed.insert(static_cast<pid_t>(int_field(t, "tid")));
-                CHECK(listed == live_tids(pid));
-            } else {
-                // A refusal must say so: exit 2 and an error record with a message.
-                CHECK(status.exit_code() == 2);
-                auto errors = records_of_type(records, "error");
-                REQUIRE(!errors.empty());
-                CHECK(errors[0].value("message", "").size() > 10);
-            }
-
-            // The target is fine and was put back.
-            CHECK(tracer_pid(pid) == 0);
-            CHECK(read_proc_mem(pid, create_addr, 16) == original);
-            CHECK(steer.ask("ping") == "pong");
-            auto later = steer.ask("spawn", 10s);
-            CHECK(later.starts_with("thread "));
-            CHECK(steer.ask("quit") == "bye");
-            auto steer_status = steer.require_exit(10s);
-            CHECK_MESSAGE(steer_status.is_success(), steer_status.describe() << "; " << steer.stderr_text());
+        for (const auto how : {libc_change::replaced, libc_change::deleted}) {
+            const std::string change = how == libc_change::deleted ? "deleted" : "replaced";
+            CAPTURE(change);
+            changed_libc_target target(how);
+            const bool readable = target.map_files_readable();
+            INFO(target.map_files_path() << (readable ? std::string(" is") : std::string(" is not"))
+                                          << " readable by this test");
+            check_session_on_changed_libc(target, {}, !readable);
         }
     }
 

@@ -11,10 +11,13 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <fcntl.h>
 #include <thread_db.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
+
+#include "base/unique_fd.hpp"
 
 namespace tdctl::itest {
 
@@ -314,6 +317,74 @@ std::vector<memory_region> nptl_regions(pid_t pid, const std::vector<std::uint64
     return regions;
 }
 
+void write_proc_mem(pid_t pid, std::uint64_t address, const std::vector<std::uint8_t>& bytes)
+{
+    const std::string path = fmt::format("/proc/{}/mem", pid);
+    unique_fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+    if (!fd.is_open())
+        throw std::runtime_error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+    auto n = ::pwrite(fd.get(), bytes.data(), bytes.size(), static_cast<off_t>(address));
+    if (n != static_cast<ssize_t>(bytes.size()))
+        throw std::runtime_error(fmt::format("writing {} bytes at {:#x} of process {}: {}", bytes.size(), address, pid,
+                                             n < 0 ? std::strerror(errno) : "short write"));
+}
+
+nptl_event_fields find_nptl_event_fields(pid_t pid, const std::string& libc_symbol_source)
+{
+    auto libc = find_module(pid, "libc.so.6", libc_symbol_source);
+    auto report = read_descriptor(pid, libc, "_thread_db_pthread_report_events");
+    auto mask = read_descriptor(pid, libc, "_thread_db_pthread_eventbuf_eventmask");
+    if (report.size_bits == 0 || report.size_bits % 8 != 0 || mask.size_bits != 8 * sizeof(td_thr_events_t))
+        throw std::runtime_error(fmt::format("implausible descriptors: report_events {} bits, eventmask {} bits",
+                                             report.size_bits, mask.size_bits));
+    nptl_event_fields f;
+    f.global_mask = libc.address_of("__nptl_threads_events");
+    f.report_events_offset = report.offset;
+    f.report_events_bytes = report.size_bits / 8;
+    f.eventmask_offset = mask.offset;
+    return f;
+}
+
+std::vector<std::uint8_t> event_mask_bytes(std::initializer_list<td_event_e> events)
+{
+    td_thr_events_t mask;
+    td_event_emptyset(&mask);
+    for (td_event_e e : events)
+        td_event_addset(&mask, e);
+    std::vector<std::uint8_t> bytes(sizeof mask);
+    std::memcpy(bytes.data(), &mask, sizeof mask);
+    return bytes;
+}
+
+namespace {
+
+void write_and_check(pid_t pid, std::uint64_t address, const std::vector<std::uint8_t>& bytes)
+{
+    write_proc_mem(pid, address, bytes);
+    if (read_proc_mem(pid, address, bytes.size()) != bytes)
+        throw std::runtime_error(fmt::format("process {}: the bytes written at {:#x} did not stick", pid, address));
+}
+
+}  // namespace
+
+void write_global_mask(pid_t pid, const nptl_event_fields& fields, std::initializer_list<td_event_e> events)
+{
+    write_and_check(pid, fields.global_mask, event_mask_bytes(events));
+}
+
+void write_thread_mask(pid_t pid, const nptl_event_fields& fields, std::uint64_t handle,
+                       std::initializer_list<td_event_e> events)
+{
+    write_and_check(pid, handle + fields.eventmask_offset, event_mask_bytes(events));
+}
+
+void write_report_events(pid_t pid, const nptl_event_fields& fields, std::uint64_t handle, bool on)
+{
+    std::vector<std::uint8_t> flag(fields.report_events_bytes, 0);
+    flag[0] = on ? 1 : 0;
+    write_and_check(pid, handle + fields.report_events_offset, flag);
+}
+
 std::vector<std::uint8_t> read_file_bytes(const std::string& path, std::uint64_t offset, std::size_t length)
 {
     std::ifstream in(path, std::ios::binary);
@@ -418,6 +489,18 @@ child_process start_fixture(const std::string& name, const std::vector<std::stri
     auto child = child_process::spawn(argv, options);
     wait_for_fact(record_path, "done", 1, 20s);
     return child;
+}
+
+steer_thread steer_spawn(child_process& steer, milliseconds timeout)
+{
+    const std::string answer = steer.ask("spawn", timeout);
+    std::istringstream words(answer);
+    std::string word, handle;
+    steer_thread t;
+    if (!(words >> word >> t.index >> t.tid >> handle) || word != "thread" || t.tid <= 0 || !handle.starts_with("0x"))
+        throw std::runtime_error(fmt::format("{}: unexpected answer to spawn: '{}'", steer.describe(), answer));
+    t.handle = std::stoull(handle.substr(2), nullptr, 16);
+    return t;
 }
 
 std::set<pid_t> live_tids(pid_t pid)

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <sys/types.h>
+#include <thread_db.h>
 
 #include <nlohmann/json.hpp>
 
@@ -118,6 +119,33 @@ std::string hex_bytes(const std::vector<std::uint8_t>& bytes);
 std::vector<memory_region> nptl_regions(pid_t pid, const std::vector<std::uint64_t>& thread_handles,
                                         const std::string& libc_symbol_source = {});
 
+/// Writes bytes into the target through /proc/PID/mem: the test's own edits,
+/// past tdctl. Throws std::runtime_error on a failed or short write.
+void write_proc_mem(pid_t pid, std::uint64_t address, const std::vector<std::uint8_t>& bytes);
+
+/// Where the event state that detach must restore lives, from nm -D of libc
+/// and its _thread_db_* descriptors (not from tdctl).
+struct nptl_event_fields {
+    std::uint64_t global_mask = 0;            ///< __nptl_threads_events (td_thr_events_t)
+    std::uint32_t report_events_offset = 0;   ///< struct pthread: report_events
+    std::size_t report_events_bytes = 0;
+    std::uint32_t eventmask_offset = 0;       ///< struct pthread: eventbuf.eventmask (td_thr_events_t)
+};
+nptl_event_fields find_nptl_event_fields(pid_t pid, const std::string& libc_symbol_source = {});
+
+/// A td_thr_events_t holding exactly these events, as raw bytes (glibc's bit
+/// layout, from the <thread_db.h> macros).
+std::vector<std::uint8_t> event_mask_bytes(std::initializer_list<td_event_e> events);
+
+/// Event state written straight into the target, as a debugger that came
+/// before tdctl may have left it (so that a detach that merely clears
+/// everything is told apart from one that restores). Each write is read back;
+/// a mismatch throws std::runtime_error.
+void write_global_mask(pid_t pid, const nptl_event_fields& fields, std::initializer_list<td_event_e> events);
+void write_thread_mask(pid_t pid, const nptl_event_fields& fields, std::uint64_t handle,
+                       std::initializer_list<td_event_e> events);
+void write_report_events(pid_t pid, const nptl_event_fields& fields, std::uint64_t handle, bool on);
+
 /// Bytes of a file at an offset (for comparing mapped text with the file).
 std::vector<std::uint8_t> read_file_bytes(const std::string& path, std::uint64_t offset, std::size_t length);
 
@@ -141,6 +169,17 @@ void require_attach();
 tdctl::test::child_process start_fixture(const std::string& name, const std::vector<std::string>& args,
                                          const std::string& record_path,
                                          const tdctl::test::spawn_options& options = {});
+
+/// One thread the steer fixture created, from its `spawn` answer
+/// ("thread <index> <tid> <pthread_t>").
+struct steer_thread {
+    int index = -1;
+    pid_t tid = 0;
+    std::uint64_t handle = 0;
+};
+/// Asks steer to `spawn` a thread; throws std::runtime_error when the answer
+/// is anything else.
+steer_thread steer_spawn(tdctl::test::child_process& steer, milliseconds timeout = milliseconds{10000});
 
 /// All TIDs of pid alive now, as a set.
 std::set<pid_t> live_tids(pid_t pid);

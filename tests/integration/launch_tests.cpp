@@ -1,7 +1,8 @@
 // Launching targets under tdctl with no commands: every thread creation and
 // death is reported exactly once (SPEC §9 "Nothing lost"), compared with the
 // fixture's own record; static and non-glibc targets (SPEC §2) still run to
-// completion.
+// completion, and attached with live threads they are listed from /proc
+// while event commands answer TD_NOLIBTHREAD.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -228,6 +229,109 @@ void check_commands_without_backend(const std::string& fixture)
     CHECK(int_field(exits[0], "status") == 0);
 }
 
+/// The fixture must have been built: musl-gcc comes with musl-tools, which
+/// scripts/setup-debian.sh installs, so a missing musl build is a failure.
+void require_built(const std::string& fixture)
+{
+    REQUIRE_MESSAGE(has_fixture(fixture), fixture << " was not built (no musl-gcc at configure time?): install "
+                                                     "musl-tools (scripts/setup-debian.sh) and configure again");
+}
+
+/// Attach to a running multi-threaded steer build without a backend (static
+/// and stripped, or musl), with threads that stay alive, and run `threads`
+/// followed by one event command. Checked per command: the thread list is
+/// exactly /proc/PID/task (LWPs, no handles), the event command gives one
+/// TD_NOLIBTHREAD error record whose message names the command and the
+/// reason (the one the attached record gives, naming `why`), the batch ends
+/// with exit 2 after a clean detach, and the target is left untraced, answers
+/// and starts threads.
+void check_attached_without_backend(const std::string& fixture, std::string_view why)
+{
+    temp_file record(fixture + "-record");
+    auto steer = child_process::spawn({fixture_path(fixture), "--record", record.path()});
+    const pid_t pid = steer.pid();
+    std::set<pid_t> expected{pid};
+    for (int i = 0; i < 4; ++i)
+        expected.insert(steer_spawn(steer).tid);
+    REQUIRE(live_tids(pid) == expected);
+    REQUIRE(to_multiset(thread_tids(read_record(record.path()))) == std::multiset<pid_t>(std::next(expected.begin()),
+                                                                                            expected.end()));
+
+    auto check_threads_listed = [&](const tdctl_run& run) {
+        auto attached = run.of_type("attached");
+        REQUIRE(attached.size() == 1);
+        CHECK(attached[0]["backend"] == "none");
+        CHECK(int_field(attached[0], "pid") == pid);
+        auto process = run.of_type("process");
+        REQUIRE(process.size() == 1);
+        CHECK(process[0]["backend"] == "none");
+        std::multiset<pid_t> listed;
+        for (const auto& t : run.of_type("thread")) {
+            listed.insert(static_cast<pid_t>(int_field(t, "tid")));
+            CHECK(t["state"] == "lwp");
+            CHECK(t["handle"].is_null());
+        }
+        auto now = live_tids(pid);
+        CHECK(listed == std::multiset<pid_t>(now.begin(), now.end()));
+        CHECK(now == expected);
+        CHECK(int_field(process[0], "threads") == static_cast<std::int64_t>(now.size()));
+        return attached[0].value("reason", "");
+    };
+    auto check_target_fine = [&] {
+        CHECK(tracer_pid(pid) == 0);
+        CHECK(steer.ask("ping") == "pong");
+        auto fresh = steer_spawn(steer);
+        CHECK_FALSE(expected.contains(fresh.tid));
+        CHECK(live_tids(pid).contains(fresh.tid));
+        expected.insert(fresh.tid);
+    };
+
+    const std::vector<std::string> event_commands{"event addr create", "event set create", "event enable on all",
+                                                  "event getmsg", "stop create"};
+    for (const auto& command : event_commands) {
+        CAPTURE(command);
+        auto run = run_tdctl({"--json", "-p", std::to_string(pid), "-e", "threads", "-e", command}, 30s);
+        INFO(run.describe());
+        const std::string reason = check_threads_listed(run);
+        CHECK_MESSAGE(reason.find(why) != std::string::npos, "the attached record's reason does not say " << why);
+        auto errors = run.of_type("error");
+        REQUIRE(errors.size() == 1);
+        CHECK(errors[0]["error"] == "TD_NOLIBTHREAD");
+        const std::string message = errors[0].value("message", "");
+        CHECK(message.find("-e 2") != std::string::npos);
+        CHECK(message.find("TD_NOLIBTHREAD") != std::string::npos);
+        CHECK_FALSE(reason.empty());
+        CHECK_MESSAGE(message.find(reason) != std::string::npos, "the message does not give the reason '" << reason
+                                                                                                           << "'");
+        CHECK(run.result.err.find(message) != std::string::npos);
+        // README "Exit status": 2 when a batch command fails, after a clean detach.
+        CHECK(run.result.status.exit_code() == 2);
+        CHECK(run.of_type("detached").size() == 1);
+        CHECK(run.of_type("event_addr").empty());
+        CHECK(run.of_type("stopped").empty());
+        check_target_fine();
+    }
+
+    // All of them in one batch: the first failing command ends it.
+    std::vector<std::string> args{"--json", "-p", std::to_string(pid), "-e", "threads"};
+    for (const auto& command : event_commands) {
+        args.push_back("-e");
+        args.push_back(command);
+    }
+    auto run = run_tdctl(args, 30s);
+    INFO(run.describe());
+    check_threads_listed(run);
+    auto errors = run.of_type("error");
+    REQUIRE(errors.size() == 1);
+    CHECK(errors[0]["error"] == "TD_NOLIBTHREAD");
+    CHECK(errors[0].value("message", "").find("-e 2") != std::string::npos);
+    CHECK(run.result.status.exit_code() == 2);
+    CHECK(run.of_type("detached").size() == 1);
+    check_target_fine();
+    CHECK(steer.ask("quit") == "bye");
+    CHECK(steer.require_exit(10s).is_success());
+}
+
 }  // namespace
 
 TEST_SUITE("launch")
@@ -263,12 +367,22 @@ TEST_SUITE("launch")
     TEST_CASE("churn_musl: no backend, the target still runs to completion")
     {
         require_ptrace();
-        if (!has_fixture("churn_musl")) {
-            MESSAGE("churn_musl was not built (no musl-gcc): nothing to check");
-            return;
-        }
+        require_built("churn_musl");
         check_runs_without_backend("churn_musl");
         check_commands_without_backend("churn_musl");
+    }
+
+    TEST_CASE("steer_static_stripped attached with 5 live threads: threads from /proc, TD_NOLIBTHREAD for events")
+    {
+        require_attach();
+        check_attached_without_backend("steer_static_stripped", "stripped");
+    }
+
+    TEST_CASE("steer_musl attached with 5 live threads: threads from /proc, TD_NOLIBTHREAD for events")
+    {
+        require_attach();
+        require_built("steer_musl");
+        check_attached_without_backend("steer_musl", "musl");
     }
 
     TEST_CASE("the target's exit status passes through: exit 7, SIGSEGV, a program that cannot run")
