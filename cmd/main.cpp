@@ -28,12 +28,14 @@
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "cmd/batch.hpp"
+#include "cmd/guardian.hpp"
 #include "cmd/output.hpp"
 #include "cmd/repl.hpp"
 #include "cmd/runner.hpp"
 #include "cmd/signal_source.hpp"
 #include "core/session.hpp"
 #include "events/event_names.hpp"
+#include "ptrace/attach_diagnosis.hpp"
 #include "ptrace/procfs.hpp"
 
 namespace {
@@ -209,6 +211,15 @@ int main(int argc, char** argv)
         return exit_usage;
     }
 
+    // From here on, the process the user started only guards the tracer.
+    try {
+        cmd::split_off_tracer(pid != 0 && ::isatty(STDIN_FILENO) == 0);
+    } catch (const error& e) {
+        std::fprintf(stderr, "tdctl: %s\n", e.what());
+        return exit_failed;
+    }
+    ptrace::note_controller_process(cmd::guardian_pid());
+
     // Descriptors 0-2 stay taken, so that none of tdctl's own lands there.
     const bool stdout_closed = ::fcntl(STDOUT_FILENO, F_GETFD) < 0;
     for (int fd = 0; fd <= 2; ++fd)
@@ -233,7 +244,7 @@ int main(int argc, char** argv)
         std::unique_ptr<core::session> session;
         try {
             if (pid != 0) {
-                session = core::session::attach(pid);
+                session = core::session::attach(pid, signals.fd());
             } else {
                 ptrace::launch_options opts;
                 opts.argv = program;
@@ -251,6 +262,12 @@ int main(int argc, char** argv)
                 session = core::session::launch(opts);
             }
         } catch (const error& e) {
+            // A signal that ended a waiting attach ends tdctl as it would later.
+            if (e.domain() == error_domain::os && e.code() == EINTR)
+                if (int sig = signals.take(); sig != 0) {
+                    out.error("attach", fmt::format("{}; nothing was changed in the target", e.what()));
+                    return 128 + sig;
+                }
             out.error(e.domain() == error_domain::os ? "attach" : "target", e.what());
             return exit_failed;
         }

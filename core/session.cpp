@@ -22,9 +22,9 @@ session::session(std::unique_ptr<ptrace::traced_process> process)
 {
 }
 
-std::unique_ptr<session> session::attach(pid_t pid)
+std::unique_ptr<session> session::attach(pid_t pid, int cancel_fd)
 {
-    std::unique_ptr<session> s(new session(ptrace::traced_process::attach(pid)));
+    std::unique_ptr<session> s(new session(ptrace::traced_process::attach(pid, cancel_fd)));
     s->load_symbols();
     s->held_ = false;
     s->process_->release_all();

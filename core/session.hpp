@@ -54,8 +54,9 @@ struct thread_stats {
 class session final : public target_access {
 public:
     /// Attaches to a running process (SPEC §4). Throws tdctl::error with one
-    /// actionable line when the attach cannot be done.
-    static std::unique_ptr<session> attach(pid_t pid);
+    /// actionable line when the attach cannot be done, or (os, EINTR) when
+    /// cancel_fd became readable meanwhile (everything seized is let go).
+    static std::unique_ptr<session> attach(pid_t pid, int cancel_fd = -1);
     /// Launches argv stopped at its entry point.
     static std::unique_ptr<session> launch(const ptrace::launch_options& opts);
 

@@ -15,6 +15,8 @@ namespace {
 
 constexpr unsigned pf_kthread = 0x00200000;
 
+pid_t g_controller_process = 0;
+
 std::string tracer_text(pid_t tracer)
 {
     std::string name = procfs::process_name(tracer);
@@ -23,11 +25,13 @@ std::string tracer_text(pid_t tracer)
 
 }  // namespace
 
+void note_controller_process(pid_t pid) { g_controller_process = pid; }
+
 std::optional<std::string> precheck_attach(pid_t pid)
 {
     if (pid <= 0)
         return fmt::format("{} is not a valid process ID", pid);
-    if (pid == ::getpid())
+    if (pid == ::getpid() || (g_controller_process != 0 && pid == g_controller_process))
         return fmt::format("process {} is tdctl itself; a process cannot trace itself", pid);
     auto status = procfs::read_status(pid);
     if (!status)

@@ -8,6 +8,10 @@
 
 namespace tdctl::ptrace {
 
+/// Names another process that is part of tdctl (the guardian that started
+/// this tracer): precheck_attach() refuses it as it refuses tdctl itself.
+void note_controller_process(pid_t pid);
+
 /// Checks that need no ptrace call: the PID exists, is not tdctl itself, is
 /// not a kernel thread, is not already traced. Returns the message, or
 /// std::nullopt when an attach may be tried.

@@ -1,5 +1,7 @@
 #include "ptrace/procfs.hpp"
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -243,6 +245,34 @@ std::optional<io_info> parse_io(std::string_view text)
 std::optional<io_info> read_task_io(pid_t pid, tid_t tid)
 {
     return parse_file<io_info>(fmt::format("/proc/{}/task/{}/io", pid, tid.value), parse_io);
+}
+
+std::optional<syscall_info> parse_syscall(std::string_view text)
+{
+    // "NR arg1 ... arg6 sp pc" (hex args), "-1 sp pc", or "running".
+    std::string line(text);
+    syscall_info out;
+    char* end = nullptr;
+    const char* p = line.c_str();
+    long nr = std::strtol(p, &end, 10);
+    if (end == p)
+        return std::nullopt;
+    out.number = nr;
+    if (nr < 0)
+        return out;
+    p = end;
+    for (auto& arg : out.args) {
+        arg = std::strtoull(p, &end, 16);
+        if (end == p)
+            return std::nullopt;
+        p = end;
+    }
+    return out;
+}
+
+std::optional<syscall_info> read_task_syscall(pid_t pid, tid_t tid)
+{
+    return parse_file<syscall_info>(fmt::format("/proc/{}/task/{}/syscall", pid, tid.value), parse_syscall);
 }
 
 std::string read_comm(pid_t pid, tid_t tid)

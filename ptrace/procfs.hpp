@@ -81,6 +81,16 @@ struct io_info {
 std::optional<io_info> parse_io(std::string_view text);
 std::optional<io_info> read_task_io(pid_t pid, tid_t tid);
 
+/// /proc/PID/task/TID/syscall: the system call a blocked task is inside.
+/// `number` is -1 when the task is blocked outside a system call; nullopt
+/// when the task is running ("running"), gone, or the line is malformed.
+struct syscall_info {
+    long number = -1;                   ///< x86_64 system call number
+    std::uint64_t args[6] = {};         ///< argument registers, in order
+};
+std::optional<syscall_info> parse_syscall(std::string_view text);
+std::optional<syscall_info> read_task_syscall(pid_t pid, tid_t tid);
+
 /// /proc/PID/task/TID/comm without the newline; "" if gone.
 std::string read_comm(pid_t pid, tid_t tid);
 

@@ -1,10 +1,12 @@
 #include "ptrace/traced_process.hpp"
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <elf.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -27,8 +29,10 @@ constexpr long trace_options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXIT | PTRACE
                                PTRACE_O_TRACEVFORK;
 
 // A task that never reports a stop after PTRACE_INTERRUPT is stuck in the
-// kernel (e.g. a vfork parent waiting for its child); bound the wait.
+// kernel; bound the wait.
 constexpr int stop_all_timeout_ms = 10000;
+// How long stop-all waits before it looks for tasks blocked in vfork().
+constexpr int vfork_check_ms = 50;
 
 void* as_ptr(long v) { return reinterpret_cast<void*>(v); }
 
@@ -56,6 +60,10 @@ struct traced_process::task : task_info {
     // The task executed a trap byte but reported our interrupt first: the
     // trap's SIGTRAP is still queued and is swallowed when it comes.
     bool sigtrap_owed = false;
+    // Blocked in vfork() until its child execs or exits: it cannot run a
+    // single instruction of its own before then, and with an interrupt
+    // pending it stops before it does. Counted as held, never waited for.
+    bool in_vfork = false;
 };
 
 traced_process::traced_process(pid_t pid, bool launched)
@@ -136,12 +144,13 @@ void traced_process::seize(tid_t tid, bool is_leader)
     throw error(error_domain::os, err, explain_seize_failure(pid_, err));
 }
 
-std::unique_ptr<traced_process> traced_process::attach(pid_t pid)
+std::unique_ptr<traced_process> traced_process::attach(pid_t pid, int cancel_fd)
 {
     if (auto why = precheck_attach(pid))
         throw error(error_domain::target, 0, *why);
 
     std::unique_ptr<traced_process> p(new traced_process(pid, false));
+    p->cancel_fd_ = cancel_fd;
     p->seize(tid_t{pid}, true);
     // Needed by the wait loop as soon as any task is ours (clone events read
     // the parent's memory), including when a later step of attach fails.
@@ -158,12 +167,33 @@ std::unique_ptr<traced_process> traced_process::attach(pid_t pid)
         }
         if (!added)
             break;
+        p->throw_if_cancelled();
     }
     p->stop_all();
+    // A task seized while it was inside clone() makes an untraced thread
+    // (the kernel decides whether to trace the child before we seized the
+    // parent), and an untraced thread can make more. Once every seized task
+    // is stopped, no seized task can be half-way through a clone, so a pass
+    // over /proc/PID/task that finds no stranger proves every thread of the
+    // process is ours and stopped: only then may a byte be planted.
+    for (int pass = 0;; ++pass) {
+        std::vector<tid_t> strangers;
+        for (tid_t tid : procfs::list_tasks(pid))
+            if (!p->tasks_.contains(tid) && !p->early_stops_.contains(tid))
+                strangers.push_back(tid);
+        if (strangers.empty())
+            break;
+        if (pass == 1000)
+            throw error::target(fmt::format("process {} creates threads faster than they can be attached", pid));
+        for (tid_t tid : strangers)
+            p->seize(tid, false);
+        p->stop_running();
+    }
     for (auto& [tid, t] : p->tasks_) {
         if (auto regs = registers::read(tid))
             t->thread_pointer = regs->thread_pointer();
     }
+    p->cancel_fd_ = -1;
     log::debug("attached to {} with {} tasks", pid, p->tasks_.size());
     return p;
 }
@@ -403,6 +433,7 @@ std::optional<stop_event> traced_process::next_event(int timeout_ms)
 void traced_process::hold_stopped(task& t)
 {
     t.stopped = true;
+    t.in_vfork = false;
 }
 
 void traced_process::leave_to_owner(const stop_event& ev)
@@ -908,6 +939,11 @@ void traced_process::step_over_single(task& t, breakpoint_site& site)
 void traced_process::stop_all()
 {
     ++hold_depth_;
+    stop_running();
+}
+
+void traced_process::stop_running()
+{
     if (gone_)
         return;
     for (auto& [tid, t] : tasks_) {
@@ -920,24 +956,71 @@ void traced_process::stop_all()
     }
     auto any_running = [&] {
         for (auto& [tid, t] : tasks_)
-            if (!t->stopped && !t->exiting)
+            if (!t->stopped && !t->exiting && !t->in_vfork)
                 return true;
         return false;
     };
+    using clock = std::chrono::steady_clock;
+    const auto start = clock::now();
+    auto next_vfork_check = start + std::chrono::milliseconds(vfork_check_ms);
     while (!gone_ && any_running()) {
-        auto status = waiter_->wait_any(stop_all_timeout_ms);
-        if (!status) {
+        // Short waits: a task that does not stop may be blocked in vfork(),
+        // which only its child's exec or exit ends. A status taken from the
+        // kernel is always handled before giving up, or its stop is lost.
+        auto status = waiter_->wait_any(vfork_check_ms, cancel_fd_);
+        if (status) {
+            if (auto ev = handle_status(status->first, status->second)) {
+                leave_to_owner(*ev);
+                queue_.push_back(*ev);
+            }
+            // Tasks born meanwhile are stopped at birth; nothing else to interrupt.
+        } else {
+            throw_if_cancelled();
+        }
+        auto now = clock::now();
+        if (now < next_vfork_check)
+            continue;
+        throw_if_cancelled();
+        mark_vfork_blocked();
+        next_vfork_check = now + std::chrono::milliseconds(vfork_check_ms);
+        if (now - start >= std::chrono::milliseconds(stop_all_timeout_ms) && any_running()) {
             std::string stuck;
             for (auto& [tid, t] : tasks_)
-                if (!t->stopped && !t->exiting)
+                if (!t->stopped && !t->exiting && !t->in_vfork)
                     stuck += fmt::format(" {}", tid.value);
             throw error::target(fmt::format("tasks did not stop within {} s:{}", stop_all_timeout_ms / 1000, stuck));
         }
-        if (auto ev = handle_status(status->first, status->second)) {
-            leave_to_owner(*ev);
-            queue_.push_back(*ev);
+    }
+}
+
+void traced_process::throw_if_cancelled() const
+{
+    if (cancel_fd_ < 0)
+        return;
+    pollfd p{cancel_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0)
+        throw error::from_errno(EINTR, fmt::format("attaching to process {} was interrupted", pid_));
+}
+
+void traced_process::mark_vfork_blocked()
+{
+    for (auto& [tid, t] : tasks_) {
+        if (t->stopped || t->exiting || t->in_vfork)
+            continue;
+        auto sc = procfs::read_task_syscall(pid_, tid);
+        if (!sc)
+            continue;
+        std::uint64_t flags = 0;
+        if (sc->number == SYS_vfork)
+            flags = CLONE_VFORK;
+        else if (sc->number == SYS_clone)
+            flags = sc->args[0];
+        else if (sc->number == SYS_clone3)
+            memory_->read_value(target_addr{sc->args[0]}, flags);
+        if ((flags & CLONE_VFORK) != 0) {
+            t->in_vfork = true;
+            log::debug("task {} is blocked in vfork(); held until its child execs or exits", tid.value);
         }
-        // Tasks born meanwhile are stopped at birth; nothing else to interrupt.
     }
 }
 
@@ -958,6 +1041,7 @@ void traced_process::detach()
 {
     if (gone_ || detached_)
         return;
+    cancel_fd_ = -1;  // a detach is never given up
     try {
         stop_all();
     } catch (const error& e) {
@@ -973,18 +1057,21 @@ void traced_process::detach()
     for (auto& [addr, e] : sites_)
         e.site->remove(*memory_);
     sites_.clear();
-    std::vector<tid_t> dying;
+    std::vector<tid_t> dying, in_vfork;
     for (auto& [tid, t] : tasks_) {
         if (!t->stopped) {
-            dying.push_back(tid);  // past its exit stop: cannot be detached
+            // Past its exit stop, or blocked in vfork(): cannot be detached now.
+            (t->in_vfork ? in_vfork : dying).push_back(tid);
             continue;
         }
         int sig = t->pending_signal;
         ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(sig));
     }
     // A traced thread that exits stays a zombie until its tracer reaps it, and
-    // the leader cannot be reaped before its threads: reap them here.
-    for (int round = 0; round < 200 && !dying.empty(); ++round) {
+    // the leader cannot be reaped before its threads: reap them here. A vfork
+    // parent stops for our interrupt once its child execs or exits: let it go
+    // then (with the signal it stopped for, if any).
+    for (int round = 0; round < 200 && !(dying.empty() && in_vfork.empty()); ++round) {
         std::erase_if(dying, [this](tid_t tid) {
             int status = 0;
             pid_t r = ::waitpid(tid.value, &status, __WALL | WNOHANG);
@@ -995,9 +1082,22 @@ void traced_process::detach()
             }
             return r == tid.value || (r < 0 && errno == ECHILD);
         });
-        if (!dying.empty())
+        std::erase_if(in_vfork, [](tid_t tid) {
+            int status = 0;
+            pid_t r = ::waitpid(tid.value, &status, __WALL | WNOHANG);
+            if (r == tid.value && WIFSTOPPED(status)) {
+                auto ws = wait_status::decode(status);
+                int sig = ws.kind() == wait_kind::signal_stop ? ws.signal() : 0;
+                ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(sig));
+            }
+            return r == tid.value || (r < 0 && errno == ECHILD);
+        });
+        if (!(dying.empty() && in_vfork.empty()))
             ::usleep(5000);
     }
+    // The kernel lets a tracee go, with no stop pending, when its tracer exits.
+    for (tid_t tid : in_vfork)
+        std::fprintf(stderr, "tdctl: thread %d is still inside vfork(); it is let go when tdctl exits\n", tid.value);
     tasks_.clear();
     queue_.clear();
     detached_ = true;

@@ -71,7 +71,11 @@ public:
     /// held: call release_all() when set up. Throws tdctl::error with one
     /// actionable line: no such process, permission denied and why, kernel
     /// thread, the controller itself, already traced (and by whom).
-    static std::unique_ptr<traced_process> attach(pid_t pid);
+    /// A task blocked in vfork() is not waited for: it cannot run until its
+    /// child execs or exits, and stops before it does. When cancel_fd (e.g.
+    /// the controller's signal fd) becomes readable, attach stops waiting,
+    /// lets go of what it seized and throws tdctl::error (os, EINTR).
+    static std::unique_ptr<traced_process> attach(pid_t pid, int cancel_fd = -1);
 
     /// Starts argv under trace and runs it to its entry point (AT_ENTRY), where
     /// the dynamic loader has mapped the libraries and no code of the program
@@ -162,6 +166,14 @@ private:
     std::optional<stop_event> on_exec(tid_t tid);
     std::optional<wait_status> wait_first_stop(tid_t child);
     void restart(task& t);
+    /// Interrupts every running task and waits until each has stopped (the
+    /// body of stop_all(), without taking a hold).
+    void stop_running();
+    /// Marks the running tasks that are blocked in vfork() (from
+    /// /proc/PID/task/TID/syscall) as held.
+    void mark_vfork_blocked();
+    /// Throws tdctl::error (os, EINTR) when cancel_fd_ is readable.
+    void throw_if_cancelled() const;
     void step_over_single(task& t, breakpoint_site& site);
     void hold_stopped(task& t);
     task* find_task(tid_t tid);
@@ -184,6 +196,7 @@ private:
     std::map<target_addr, site_entry> sites_;
     std::deque<stop_event> queue_;
     int hold_depth_ = 0;
+    int cancel_fd_ = -1;   // readable: give up waiting (attach only)
 };
 
 }  // namespace tdctl::ptrace

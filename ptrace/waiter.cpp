@@ -42,7 +42,7 @@ void waiter::drain_fd()
     }
 }
 
-std::optional<std::pair<tid_t, wait_status>> waiter::wait_any(int timeout_ms)
+std::optional<std::pair<tid_t, wait_status>> waiter::wait_any(int timeout_ms, int wake_fd)
 {
     long long deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
     auto reap = [this](std::optional<std::pair<tid_t, wait_status>>& out) {
@@ -87,10 +87,12 @@ std::optional<std::pair<tid_t, wait_status>> waiter::wait_any(int timeout_ms)
                 return std::nullopt;
             wait_ms = static_cast<int>(left);
         }
-        pollfd p{fd_.get(), POLLIN, 0};
-        int n = ::poll(&p, 1, wait_ms);
+        pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_fd, POLLIN, 0}};
+        int n = ::poll(p, wake_fd >= 0 ? 2 : 1, wait_ms);
         if (n < 0 && errno != EINTR)
             throw error::from_errno(errno, "poll on SIGCHLD");
+        if (wake_fd >= 0 && (p[1].revents & POLLIN) != 0)
+            return std::nullopt;
     }
 }
 

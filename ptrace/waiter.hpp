@@ -21,8 +21,10 @@ public:
     /// One status from any traced task or child: waitpid(-1, __WALL|WNOHANG),
     /// then waits on the signalfd for at most timeout_ms (-1: no bound — only
     /// for callers that know a status must come, such as a task we just
-    /// killed). std::nullopt on timeout or when there is no child at all.
-    std::optional<std::pair<tid_t, wait_status>> wait_any(int timeout_ms);
+    /// killed). std::nullopt on timeout, when there is no child at all, or
+    /// as soon as wake_fd (when >= 0, e.g. the controller's signal fd) is
+    /// readable; the caller tells these apart.
+    std::optional<std::pair<tid_t, wait_status>> wait_any(int timeout_ms, int wake_fd = -1);
 
     /// waitpid(tid, __WALL), blocking: only for a task whose next status is
     /// known to be imminent (a new clone's first stop, a single-step).

@@ -89,3 +89,19 @@ TEST_CASE("readers on this process; a vanished pid is no error")
     CHECK_FALSE(procfs::read_status(999999999));
     CHECK_FALSE(procfs::read_stat(999999999));
 }
+
+TEST_CASE("syscall file: a blocked call with its arguments, outside a call, running, malformed")
+{
+    // A thread blocked in clone(CLONE_VM|CLONE_VFORK|SIGCHLD) (posix_spawn).
+    auto in_clone = procfs::parse_syscall("56 0x4111 0x7ffd5c0e2000 0x0 0x0 0x0 0x0 0x7ffd5c0e1f38 0x7f3a1c2e4b1d\n");
+    REQUIRE(in_clone);
+    CHECK(in_clone->number == 56);
+    CHECK(in_clone->args[0] == 0x4111);
+    CHECK(in_clone->args[1] == 0x7ffd5c0e2000);
+    auto outside = procfs::parse_syscall("-1 0x7ffd5c0e1f38 0x7f3a1c2e4b1d\n");
+    REQUIRE(outside);
+    CHECK(outside->number == -1);
+    CHECK_FALSE(procfs::parse_syscall("running\n"));
+    CHECK_FALSE(procfs::parse_syscall("58 0x1 zz\n"));
+    CHECK_FALSE(procfs::parse_syscall(""));
+}

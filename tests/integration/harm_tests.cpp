@@ -1,0 +1,271 @@
+// Do no harm (SPEC §9): the target survives whatever tdctl does and whatever
+// happens to tdctl. Each case repeats a racy scenario at least 100 times.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <algorithm>
+#include <csignal>
+#include <optional>
+#include <thread>
+#include <random>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "tests/integration/integration_support.hpp"
+#include "tests/support/proc.hpp"
+
+using namespace tdctl::test;
+using namespace tdctl::itest;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// A storm fixture that runs until killed: two creators each start a thread
+/// every 0.5 ms, plus a detached and a joinable chain of threads that create
+/// their successors and end.
+child_process start_storm()
+{
+    auto target = child_process::spawn({fixture_path("storm"), "--wait-start", "0"});
+    REQUIRE(target.require_line(10s) == fmt::format("ready {}", target.pid()));
+    REQUIRE(target.write_stdin("x"));
+    // Let the storm reach its pace before the first attach.
+    std::this_thread::sleep_for(200ms);
+    return target;
+}
+
+/// Tasks of pid that are still traced (TracerPid != 0) or in a tracing stop
+/// ('t'), as "TID: why" lines; empty when the process is free of tracers.
+std::string traced_leftovers(pid_t pid)
+{
+    std::string out;
+    for (pid_t tid : task_tids(pid)) {
+        auto status = read_text_file(fmt::format("/proc/{}/task/{}/status", pid, tid)).value_or("");
+        auto at = status.find("TracerPid:");
+        long tracer = at == std::string::npos ? 0 : std::strtol(status.c_str() + at + 10, nullptr, 10);
+        auto state = task_state(pid, tid).value_or('?');
+        if (tracer != 0 || state == 't')
+            out += fmt::format("{}: tracer {} state {}\n", tid, tracer, state);
+    }
+    return out;
+}
+
+/// The state tdctl changes in an nptl target and must put back: both
+/// reporting functions' first two bytes, compared with libc's file on disk,
+/// and the global event mask, which must be empty (the fixtures never set
+/// it). Empty when all is as before tdctl; else what differs.
+std::string nptl_changes_left(pid_t pid)
+{
+    try {
+        auto libc = find_module(pid, "libc.so.6");
+        std::string out;
+        for (const char* name : {"__nptl_create_event", "__nptl_death_event"}) {
+            auto address = libc.address_of(name);
+            auto offset = file_offset_of(pid, address);
+            if (!offset)
+                return fmt::format("{} is not mapped from a file", name);
+            auto live = read_proc_mem(pid, address, 2);
+            auto file = read_file_bytes(libc.mapped_path, *offset, 2);
+            if (live != file)
+                out += fmt::format("{}: {} in memory, {} in the file; ", name, hex_bytes(live), hex_bytes(file));
+        }
+        auto mask = read_proc_mem(pid, libc.address_of("__nptl_threads_events"), sizeof(td_thr_events_t));
+        if (mask != std::vector<std::uint8_t>(sizeof(td_thr_events_t), 0))
+            out += fmt::format("global mask {}; ", hex_bytes(mask));
+        return out;
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+}
+
+/// The first JSON record of a type on tdctl's stdout, waiting at most timeout.
+std::optional<json> await_record(child_process& tdctl, std::string_view type, milliseconds timeout)
+{
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+        auto line = tdctl.read_line(std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now()));
+        if (!line)
+            return std::nullopt;
+        auto rec = json::parse(*line, nullptr, false);
+        if (!rec.is_discarded() && rec.value("type", "") == type)
+            return rec;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+TEST_SUITE("do no harm")
+{
+    // A byte may be planted only once every thread that can reach it is
+    // traced. Threads created by threads that were not seized yet (the
+    // kernel decides at clone() time whether the child is traced) used to
+    // run untraced into the planted int3 and kill the target with SIGTRAP,
+    // in about 1 attach in 6 on this storm.
+    TEST_CASE("100 attaches with watch and detach on a thread storm: the target never dies")
+    {
+        require_attach();
+        constexpr int rounds = 100;
+        int deaths = 0;
+        int bad_runs = 0;
+        std::string first_problem;
+        auto target = start_storm();
+        for (int round = 0; round < rounds; ++round) {
+            auto run = run_tdctl({"-p", std::to_string(target.pid()), "-e", "watch --for 0.3"}, 30s);
+            auto died = target.wait_exit(0ms);
+            bool untraced = tracer_pid(target.pid()).value_or(0) == 0;
+            if (died || !run.result.status.is_success() || !untraced) {
+                if (first_problem.empty())
+                    first_problem = fmt::format("round {}: target {}; traced after detach: {}\n{}", round,
+                                                died ? died->describe() : "alive", !untraced, run.describe());
+                if (died) {
+                    ++deaths;
+                    target = start_storm();
+                } else {
+                    ++bad_runs;
+                }
+            }
+        }
+        CHECK_MESSAGE(deaths == 0, deaths << " target deaths in " << rounds << " rounds; first: " << first_problem);
+        CHECK_MESSAGE(bad_runs == 0, bad_runs << " bad tdctl runs in " << rounds << "; first: " << first_problem);
+        CHECK(target.send_signal(SIGKILL));
+    }
+
+    // A thread blocked in vfork() cannot stop until its child execs or
+    // exits. attach used to wait 10 s for it and fail ("tasks did not stop
+    // within 10 s"), leaving tasks traced and stopped. It is held by
+    // construction (it stops before running any code of its own), so attach
+    // goes on without it and events work for the other threads.
+    TEST_CASE("attach while a thread is blocked in vfork: 10 of 10 attaches work and leave nothing traced")
+    {
+        require_attach();
+        temp_file record("vforker-record");
+        auto target = child_process::spawn({fixture_path("vforker"), "--record", record.path(), "120"});
+        REQUIRE(wait_until([&] { return count_kind(parse_record(read_text_file(record.path()).value_or("")),
+                                                   "fork") == 1; },
+                           10s));
+        for (int round = 0; round < 10; ++round) {
+            CAPTURE(round);
+            auto run = run_tdctl({"--json", "-p", std::to_string(target.pid()), "-e", "threads", "-e",
+                                  "watch --for 0.3"},
+                                 20s);
+            INFO(run.describe());
+            REQUIRE(run.result.status.exit_code() == 0);
+            CHECK(!run.events("TD_CREATE").empty());
+            CHECK(traced_leftovers(target.pid()).empty());
+            REQUIRE(!target.wait_exit(0ms));
+        }
+        auto facts = parse_record(read_text_file(record.path()).value_or(""));
+        CHECK(count_kind(facts, "child-exit") == 0);  // the vfork was in progress throughout
+        CHECK(target.send_signal(SIGKILL));
+    }
+
+    // A signal to tdctl while it attaches (here to a process with many
+    // threads, so that attach takes a while) is honoured at once: everything
+    // seized is let go, nothing is left traced or stopped, and the exit
+    // status says which signal ended tdctl.
+    TEST_CASE("SIGTERM at a random moment of an attach: tdctl ends with 143 and leaves nothing traced")
+    {
+        require_attach();
+        temp_file record("sleeper-record");
+        auto target = start_fixture("sleeper", {"--record", record.path(), "1500"}, record.path());
+        std::mt19937 random(12345);
+        for (int round = 0; round < 20; ++round) {
+            auto delay = std::chrono::microseconds(std::uniform_int_distribution<int>(0, 150000)(random));
+            CAPTURE(round);
+            CAPTURE(delay.count());
+            auto tdctl = child_process::spawn({tdctl_path(), "-p", std::to_string(target.pid()), "-e", "threads",
+                                               "-e", "watch --for 5"});
+            std::this_thread::sleep_for(delay);
+            REQUIRE(tdctl.send_signal(SIGTERM));
+            auto status = tdctl.wait_exit(5s);
+            REQUIRE_MESSAGE(status, "tdctl did not end within 5 s of SIGTERM");
+            INFO(tdctl.stderr_text());
+            // Before its handler is set up, SIGTERM ends tdctl by default, and
+            // nothing was touched yet.
+            CHECK((status->exit_code() == 128 + SIGTERM || (status->is_signaled() && status->term_signal() == SIGTERM)));
+            CHECK(wait_until([&] { return traced_leftovers(target.pid()).empty(); }, 2s));
+            REQUIRE(!target.wait_exit(0ms));
+        }
+    }
+
+    // SIGKILL of tdctl (kill -9, a job runner, the OOM killer). The process
+    // the user started is not the tracer: its death reaches the tracer as a
+    // hangup, which ends in a clean detach. Before, a thread sitting in a
+    // SIGTRAP stop when its tracer died took the SIGTRAP (and an int3 left in
+    // libc killed the next thread to reach it): the target died in 20 of 20
+    // attach tries and 10 of 10 launch tries.
+    TEST_CASE("50 SIGKILLs of tdctl at random moments: the target lives and is put back as it was")
+    {
+        require_attach();
+        constexpr int rounds = 50;
+        std::mt19937 random(4242);
+        int deaths = 0, leftovers = 0;
+        double slowest_ms = 0;
+        std::string first_problem;
+        auto target = start_storm();
+        for (int round = 0; round < rounds; ++round) {
+            const int scenario = round % 3;  // 0: attach + watch, 1: launch + watch, 2: attach + stop (held)
+            auto delay = std::chrono::milliseconds(std::uniform_int_distribution<int>(50, 1000)(random));
+            CAPTURE(round);
+            CAPTURE(scenario);
+            pid_t victim = target.pid();
+            std::optional<child_process> tdctl;
+            if (scenario == 1) {
+                tdctl = child_process::spawn({tdctl_path(), "--json", "--", fixture_path("storm"), "0"});
+                auto launched = await_record(*tdctl, "launched", 10s);
+                REQUIRE_MESSAGE(launched, tdctl->describe());
+                victim = static_cast<pid_t>(int_field(*launched, "pid"));
+            } else {
+                std::vector<std::string> args = {tdctl_path(), "--json", "-p", std::to_string(victim)};
+                if (scenario == 0)
+                    args.insert(args.end(), {"-e", "watch --for 20"});
+                else
+                    args.insert(args.end(), {"-e", "event set create", "-e", "event enable on all", "-e",
+                                             "stop create", "-e", "sleep 20"});
+                tdctl = child_process::spawn(args);
+                REQUIRE_MESSAGE(await_record(*tdctl, "attached", 10s), tdctl->describe());
+                if (scenario == 2) {
+                    REQUIRE_MESSAGE(await_record(*tdctl, "stopped", 10s), tdctl->describe());
+                    delay = std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 200)(random));
+                }
+            }
+            std::this_thread::sleep_for(delay);
+            REQUIRE(tdctl->send_signal(SIGKILL));
+            auto killed_at = std::chrono::steady_clock::now();
+            // The reader of tdctl's output lives on (a terminal, a pipe):
+            // keep reading it, or the tracer blocks on a full pipe.
+            bool clean = wait_until(
+                [&] {
+                    while (tdctl->read_line(0ms)) {
+                    }
+                    return traced_leftovers(victim).empty() && nptl_changes_left(victim).empty();
+                },
+                3s, 1ms);
+            double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed_at).count();
+            slowest_ms = std::max(slowest_ms, ms);
+            // A left int3 or a thread woken with SIGTRAP kills the storm at once.
+            std::this_thread::sleep_for(100ms);
+            bool alive = scenario == 1 ? proc_state(victim).value_or('X') != 'Z' && proc_state(victim).has_value()
+                                       : !target.wait_exit(0ms);
+            if (!alive || !clean) {
+                auto what = fmt::format("round {} (scenario {}, kill after {} ms): target {}; left: {} {}", round,
+                                        scenario, delay.count(), alive ? "alive" : "dead", traced_leftovers(victim),
+                                        alive ? nptl_changes_left(victim) : "");
+                if (first_problem.empty())
+                    first_problem = what;
+                deaths += alive ? 0 : 1;
+                leftovers += clean ? 0 : 1;
+            }
+            if (scenario == 1)
+                ::kill(victim, SIGKILL);
+            else if (!alive)
+                target = start_storm();
+            tdctl->wait_exit(5s);
+        }
+        MESSAGE(fmt::format("slowest restore after SIGKILL: {:.1f} ms", slowest_ms));
+        CHECK_MESSAGE(deaths == 0, deaths << " target deaths in " << rounds << "; first: " << first_problem);
+        CHECK_MESSAGE(leftovers == 0, leftovers << " rounds left changes; first: " << first_problem);
+        CHECK(target.send_signal(SIGKILL));
+    }
+}
