@@ -182,19 +182,12 @@ void session::restore_record(target_addr handle, unsigned fields)
         (void)p.write_thread_mask(handle, it->second.mask);
 }
 
-void session::restore_journal()
+void session::restore_settings()
 {
     if (!agent_)
         return;
     auto& p = agent_->protocol();
-    bool changed = journal_global_ || journal_initial_ || !touched_.empty();
-    if (changed) {
-        // Messages buffered because of our masks and flags go with them.
-        if (auto listed = p.message_list())
-            for (target_addr rec : *listed)
-                if (!listed_at_attach_.contains(rec))
-                    (void)p.consume(rec);
-    }
+    messages_are_ours_ = journal_global_ || journal_initial_ || !touched_.empty();
     if (journal_global_)
         (void)p.write_global_mask(*journal_global_);
     if (journal_initial_)
@@ -209,6 +202,19 @@ void session::restore_journal()
     journal_global_.reset();
     journal_initial_.reset();
     touched_.clear();
+}
+
+void session::consume_our_messages()
+{
+    if (!agent_ || !messages_are_ours_)
+        return;
+    // Messages buffered because of our masks and flags go with them.
+    auto& p = agent_->protocol();
+    if (auto listed = p.message_list())
+        for (target_addr rec : *listed)
+            if (!listed_at_attach_.contains(rec))
+                (void)p.consume(rec);
+    messages_are_ours_ = false;
 }
 
 td_status session::ta_set_event(const td_thr_events_t& events)
@@ -283,7 +289,7 @@ void session::remove_sites(const std::vector<td_event_e>& events)
 
 void session::enable_thread_for_watch(target_addr handle)
 {
-    if (!armed_ || !agent_ || handle.is_null())
+    if (!armed_ || settling_ || !agent_ || handle.is_null())
         return;
     auto& p = agent_->protocol();
     if (!armed_->enable_before.contains(handle)) {
@@ -366,24 +372,54 @@ void session::disarm()
     }
     process_->stop_all();
     drain_queued_silently();
+    if (agent_) {
+        auto& p = agent_->protocol();
+        (void)p.write_global_mask(armed_->global_before);
+        std::set<target_addr> live;
+        if (auto records = p.thread_records())
+            live.insert(records->begin(), records->end());
+        for (const auto& [handle, before] : armed_->enable_before)
+            if (live.contains(handle))
+                (void)p.write_report_events(handle, before);
+        if (armed_->initial_before)
+            (void)p.write_initial_report_events(*armed_->initial_before);
+    }
+    settle_reports();
+    if (!armed_ || !process_->is_alive()) {
+        armed_.reset();  // the process ended meanwhile
+        return;
+    }
     auto state = std::move(*armed_);
     armed_.reset();
     remove_sites(state.events);
     if (state.follow_create)
         remove_sites({TD_CREATE});
-    if (agent_) {
-        auto& p = agent_->protocol();
-        (void)p.write_global_mask(state.global_before);
-        std::set<target_addr> live;
-        if (auto records = p.thread_records())
-            live.insert(records->begin(), records->end());
-        for (const auto& [handle, before] : state.enable_before)
-            if (live.contains(handle))
-                (void)p.write_report_events(handle, before);
-        if (state.initial_before)
-            (void)p.write_initial_report_events(*state.initial_before);
-    }
     process_->release_all();
+}
+
+void session::settle_reports()
+{
+    // glibc decides to report before it reports: a creator decides before
+    // its clone() and pushes the message after it, a dying thread a few
+    // instructions before its push. A thread inside that window when the
+    // masks and flags go back still pushes its message. So the threads run
+    // a while longer with the sites in place (and nothing newly enabled),
+    // and each late message is taken at its site, not left on glibc's list.
+    if (!agent_ || !process_->is_alive())
+        return;
+    settling_ = true;
+    std::vector<session_event> ignored;
+    process_->release_all();
+    const double end = seconds_since_start() + settle_seconds;
+    for (double now = seconds_since_start(); now < end && process_->is_alive(); now = seconds_since_start()) {
+        auto ev = process_->next_event(std::max(1, static_cast<int>((end - now) * 1000)));
+        if (ev)
+            handle(*ev, ignored, true);
+    }
+    // An exit taken meanwhile is reported by the caller from exit_status().
+    process_->stop_all();
+    drain_queued_silently();
+    settling_ = false;
 }
 
 td_status session::plant_stops(const std::vector<td_event_e>& events)
@@ -452,6 +488,9 @@ void session::detach()
         return;
     process_->stop_all();
     drain_queued_silently();
+    restore_settings();
+    if (armed_ || messages_are_ours_)
+        settle_reports();
     if (armed_) {
         remove_sites(armed_->events);
         if (armed_->follow_create)
@@ -460,7 +499,7 @@ void session::detach()
     }
     remove_sites(stop_events_);
     stop_events_.clear();
-    restore_journal();
+    consume_our_messages();
     process_->detach();
     held_ = false;
 }
@@ -637,7 +676,7 @@ void session::on_thread_created(const ptrace::stop_event& ev)
     last_clone_child_[ev.tid] = ev.child;
     stats_.on_birth(ev.child);
     inherit_journal(ev.tid, ev.child);
-    if (armed_ && agent_ && agent_->layout().handle_is_thread_pointer) {
+    if (armed_ && !settling_ && agent_ && agent_->layout().handle_is_thread_pointer) {
         if (const auto* t = process_->find(ev.child); t != nullptr && !t->thread_pointer.is_null()) {
             // Only a thread of the library: its record's tid is already set
             // (CLONE_PARENT_SETTID) when the parent reports the clone.

@@ -186,7 +186,16 @@ private:
     bool journal_thread(target_addr handle, unsigned fields);
     void restore_record(target_addr handle, unsigned fields);
     void journal_global_mask();
-    void restore_journal();
+    /// Writes back the global mask, the initial-report flag and every
+    /// touched record's enable flag and mask (the journal); the sites stay.
+    void restore_settings();
+    /// With the settings back and the sites still planted, lets the threads
+    /// run for settle_seconds, taking (silently) each message a thread that
+    /// had already decided to report pushes late; returns with all held.
+    void settle_reports();
+    /// Consumes every listed message that was not listed at attach, when the
+    /// journal held changes (those messages exist because of them).
+    void consume_our_messages();
     void drain_queued_silently();
     td_status plant(const std::vector<td_event_e>& events);
     void remove_sites(const std::vector<td_event_e>& events);
@@ -213,6 +222,14 @@ private:
         std::optional<bool> initial_before;
     };
     std::optional<armed_state> armed_;
+    // While settle_reports() runs: no thread is newly enabled.
+    bool settling_ = false;
+    // How long settle_reports() lets late reporters run, s: far longer than
+    // the few hundred instructions and one clone() between glibc's decision
+    // to report and its push, bounded so a detach stays quick.
+    static constexpr double settle_seconds = 0.02;
+    // restore_settings() found changes: listed messages are ours to consume.
+    bool messages_are_ours_ = false;
     std::vector<td_event_e> stop_events_;
     bool held_ = false;
     tid_t stopped_reporter_;

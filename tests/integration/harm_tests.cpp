@@ -268,4 +268,58 @@ TEST_SUITE("do no harm")
         CHECK_MESSAGE(leftovers == 0, leftovers << " rounds left changes; first: " << first_problem);
         CHECK(target.send_signal(SIGKILL));
     }
+
+    // SIGTERM, SIGINT or SIGHUP at a random moment of a watch on a storm
+    // (attach included): a clean detach every time, exit 128+N, and the
+    // reporting bytes, the global mask, the message list head, ld.so's
+    // initial-report flag and the creators' event fields exactly as before.
+    TEST_CASE("100 random SIGTERM/SIGINT/SIGHUP during watch on a storm: state as before, exit 128+N")
+    {
+        require_attach();
+        constexpr int rounds = 100;
+        constexpr int signals[] = {SIGTERM, SIGINT, SIGHUP};
+        std::mt19937 random(777);
+        temp_file record("storm-record");
+        auto target = child_process::spawn({fixture_path("storm"), "--record", record.path(), "0"});
+        std::vector<std::uint64_t> creators;
+        REQUIRE(wait_until(
+            [&] {
+                creators.clear();
+                for (const auto& f : facts_of_kind(parse_record(read_text_file(record.path()).value_or("")), "thread"))
+                    creators.push_back(f.handle());
+                return creators.size() == 2;
+            },
+            10s));
+        const auto regions = nptl_regions(target.pid(), creators);
+        const auto before = take_snapshot(target.pid(), regions);
+        int problems = 0;
+        std::string first;
+        for (int round = 0; round < rounds; ++round) {
+            const int sig = signals[round % 3];
+            auto delay = std::chrono::milliseconds(std::uniform_int_distribution<int>(50, 1000)(random));
+            auto tdctl = child_process::spawn({tdctl_path(), "-p", std::to_string(target.pid()), "-e", "watch --for 20"});
+            // Read the output as a terminal would, so the tracer never blocks on it.
+            auto until = std::chrono::steady_clock::now() + delay;
+            while (std::chrono::steady_clock::now() < until)
+                tdctl.read_line(std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now()));
+            REQUIRE(tdctl.send_signal(sig));
+            auto status = tdctl.wait_exit(10s);
+            auto died = target.wait_exit(0ms);
+            std::string diff = died ? "" : snapshot_difference(before, take_snapshot(target.pid(), regions));
+            std::string left = died ? "" : traced_leftovers(target.pid());
+            bool ok = status && status->exit_code() == 128 + sig && !died && diff.empty() && left.empty();
+            if (!ok) {
+                ++problems;
+                if (first.empty())
+                    first = fmt::format("round {}: signal {} after {} ms: tdctl {}; target {}; changed: {}; traced: "
+                                        "{}; stderr: {}",
+                                        round, sig, delay.count(), status ? status->describe() : "still running",
+                                        died ? died->describe() : "alive", diff, left, tdctl.stderr_text());
+                if (died)
+                    break;
+            }
+        }
+        CHECK_MESSAGE(problems == 0, problems << " bad rounds of " << rounds << "; first: " << first);
+        CHECK(target.send_signal(SIGKILL));
+    }
 }
