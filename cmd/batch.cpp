@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "ptrace/waiter.hpp"
+
 namespace tdctl::cmd {
 
 namespace {
@@ -95,7 +97,9 @@ bool batch::run_stdin(core::session& session, signal_source& signals)
         if (run_.has_target())
             fds[2].fd = session.wait_fd();
         // Stops already collected are serviced without sleeping.
-        if (::poll(fds, 3, run_.has_target() && session.has_pending() ? 0 : -1) < 0 && errno != EINTR)
+        // With a target, stops are looked for again at least every repoll_ms.
+        int wait_ms = !run_.has_target() ? -1 : session.has_pending() ? 0 : ptrace::waiter::repoll_ms;
+        if (::poll(fds, 3, wait_ms) < 0 && errno != EINTR)
             return true;
         if (int sig = signals.take(); sig != 0) {
             end_signal_ = sig;

@@ -47,7 +47,8 @@ int exit_code_of(pid_t tracer, int raw)
 {
     for (;;) {
         pollfd p{signal_fd, POLLIN, 0};
-        if (::poll(&p, 1, -1) < 0 && errno != EINTR)
+        // SIGCHLD may be late or merged: look at the tracer at least every 200 ms.
+        if (::poll(&p, 1, 200) < 0 && errno != EINTR)
             std::_Exit(2);
         signalfd_siginfo info{};
         while (::read(signal_fd, &info, sizeof info) == sizeof info) {

@@ -18,6 +18,7 @@
 #include "events/event_set.hpp"
 #include "ptrace/procfs.hpp"
 #include "ptrace/wait_status.hpp"
+#include "ptrace/waiter.hpp"
 
 namespace tdctl::cmd {
 
@@ -235,6 +236,9 @@ run_end runner::run_until(std::optional<double> seconds,
         }
         if (session_.has_pending())
             wait_ms = 0;
+        // Stops are looked for again at least this often, SIGCHLD or not.
+        if (wait_ms < 0 || wait_ms > ptrace::waiter::repoll_ms)
+            wait_ms = ptrace::waiter::repoll_ms;
         pollfd fds[2] = {{session_.wait_fd(), POLLIN, 0}, {signals_.fd(), POLLIN, 0}};
         ::poll(fds, 2, wait_ms);
     }

@@ -142,6 +142,7 @@ tid_t session::lwp_of(target_addr handle)
 
 void session::journal_global_mask()
 {
+    reports_may_be_pending_ = true;
     if (journal_global_ || !agent_)
         return;
     if (auto m = agent_->global_mask())
@@ -150,6 +151,7 @@ void session::journal_global_mask()
 
 bool session::journal_thread(target_addr handle, unsigned fields)
 {
+    reports_may_be_pending_ = true;
     if (!agent_)
         return false;
     if (handle.is_null()) {
@@ -420,6 +422,7 @@ void session::settle_reports()
     process_->stop_all();
     drain_queued_silently();
     settling_ = false;
+    reports_may_be_pending_ = false;
 }
 
 td_status session::plant_stops(const std::vector<td_event_e>& events)
@@ -489,7 +492,7 @@ void session::detach()
     process_->stop_all();
     drain_queued_silently();
     restore_settings();
-    if (armed_ || messages_are_ours_)
+    if (reports_may_be_pending_)
         settle_reports();
     if (armed_) {
         remove_sites(armed_->events);
@@ -517,8 +520,11 @@ std::vector<session_event> session::pump(int timeout_ms)
     std::vector<session_event> out;
     if (!process_->is_alive() || process_->is_detached())
         return out;
-    // Hand back promptly: at most a batch of stops per call.
-    for (int n = 0; n < 512; ++n) {
+    // Hand back promptly: at most a batch of stops, and at most a few ms of
+    // them, per call, so the caller's deadlines and signals are looked at
+    // however slowly stops arrive.
+    const double budget_end = seconds_since_start() + pump_budget_seconds;
+    for (int n = 0; n < 512 && (n == 0 || seconds_since_start() < budget_end); ++n) {
         auto ev = process_->next_event(n == 0 ? timeout_ms : 0);
         if (!ev)
             break;

@@ -222,6 +222,11 @@ private:
         std::optional<bool> initial_before;
     };
     std::optional<armed_state> armed_;
+    // The longest one pump() call goes on taking stops, s.
+    static constexpr double pump_budget_seconds = 0.02;
+    // A mask or flag was written since the last settle_reports(): a thread
+    // may have decided to report and not pushed yet.
+    bool reports_may_be_pending_ = false;
     // While settle_reports() runs: no thread is newly enabled.
     bool settling_ = false;
     // How long settle_reports() lets late reporters run, s: far longer than

@@ -1,5 +1,6 @@
 #include "ptrace/waiter.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <poll.h>
@@ -80,12 +81,12 @@ std::optional<std::pair<tid_t, wait_status>> waiter::wait_any(int timeout_ms, in
         drain_fd();
         if (reap(got))
             return got;
-        int wait_ms = -1;
+        int wait_ms = repoll_ms;
         if (deadline >= 0) {
             long long left = deadline - now_ms();
             if (left <= 0)
                 return std::nullopt;
-            wait_ms = static_cast<int>(left);
+            wait_ms = static_cast<int>(std::min<long long>(left, repoll_ms));
         }
         pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_fd, POLLIN, 0}};
         int n = ::poll(p, wake_fd >= 0 ? 2 : 1, wait_ms);

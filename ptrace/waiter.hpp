@@ -14,6 +14,11 @@ namespace tdctl::ptrace {
 
 class waiter {
 public:
+    /// The longest any wait sleeps on the SIGCHLD descriptor before it asks
+    /// waitpid() again, ms: a SIGCHLD that comes late, is merged with another
+    /// or never comes (one per status is not promised) stalls nothing longer.
+    static constexpr int repoll_ms = 50;
+
     /// Blocks SIGCHLD in the calling thread and opens a signalfd for it.
     /// Throws tdctl::error (os) on failure.
     waiter();

@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 #include <random>
+#include <set>
 #include <string>
 
 #include <fmt/format.h>
@@ -321,5 +322,57 @@ TEST_SUITE("do no harm")
         }
         CHECK_MESSAGE(problems == 0, problems << " bad rounds of " << rounds << "; first: " << first);
         CHECK(target.send_signal(SIGKILL));
+    }
+
+    // Deadlines hold however stops arrive. With each waitpid() 20 ms slow
+    // (a badly loaded host), `watch --for 2` on a storm never ended: one
+    // pump took 512 stops before the deadline was looked at again.
+    TEST_CASE("every waitpid 20 ms slow: watch --for 2 on a storm ends on time and detaches cleanly")
+    {
+        require_attach();
+        auto target = start_storm();
+        run_options slow;
+        slow.env = {{"LD_PRELOAD", SLOW_WAIT_SHIM}, {"TDCTL_SHIM_WAIT", "delay"}};
+        for (int round = 0; round < 3; ++round) {
+            CAPTURE(round);
+            auto start = std::chrono::steady_clock::now();
+            auto run = run_tdctl({"-p", std::to_string(target.pid()), "-e", "watch --for 2"}, 60s, slow);
+            double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            INFO(run.describe());
+            MESSAGE(fmt::format("watch --for 2 with slow waitpid took {:.2f} s", seconds));
+            CHECK(run.result.status.exit_code() == 0);
+            CHECK(run.result.out.find("watch:") != std::string::npos);
+            // The bound catches a deadline that does not hold (it took more
+            // than a minute); the figure is reported above.
+            CHECK(seconds < 8);
+            CHECK(traced_leftovers(target.pid()).empty());
+            CHECK(nptl_changes_left(target.pid()).empty());
+            REQUIRE(!target.wait_exit(0ms));
+        }
+        CHECK(target.send_signal(SIGKILL));
+    }
+
+    // A non-blocking waitpid() that reports a status only once per 100 ms
+    // although one is waiting (GDB's attach-slow-waitpid case): the wait
+    // loop must not rely on one SIGCHLD per status. attach used to take about
+    // 10 s per thread and detach then blocked in poll() for ever.
+    TEST_CASE("a WNOHANG waitpid that answers once per 100 ms: attach, threads and detach complete")
+    {
+        require_attach();
+        temp_file record("sleeper-record");
+        auto target = start_fixture("sleeper", {"--record", record.path(), "6"}, record.path());
+        run_options sparse;
+        sparse.env = {{"LD_PRELOAD", SLOW_WAIT_SHIM}, {"TDCTL_SHIM_WAIT", "sparse"}};
+        auto start = std::chrono::steady_clock::now();
+        auto run = run_tdctl({"--json", "-p", std::to_string(target.pid()), "-e", "threads"}, 60s, sparse);
+        double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        INFO(run.describe());
+        MESSAGE(fmt::format("attach + threads + detach with a sparse waitpid took {:.2f} s", seconds));
+        CHECK(run.result.status.exit_code() == 0);
+        std::set<pid_t> listed;
+        for (const auto& row : run.of_type("thread"))
+            listed.insert(static_cast<pid_t>(int_field(row, "tid")));
+        CHECK(listed == live_tids(target.pid()));
+        CHECK(traced_leftovers(target.pid()).empty());
     }
 }
