@@ -1,7 +1,9 @@
 #include "core/session.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <fcntl.h>
+#include <link.h>
 #include <unistd.h>
 
 #include "base/clock.hpp"
@@ -35,6 +37,8 @@ std::unique_ptr<session> session::launch(const ptrace::launch_options& opts)
 {
     std::unique_ptr<session> s(new session(ptrace::traced_process::launch(opts)));
     s->load_symbols();
+    if (!s->agent_)
+        s->follow_loader();
     // Launched targets stay held at the entry point until the first command
     // (watch, continue) runs them; no user code has run yet.
     s->held_ = true;
@@ -65,6 +69,32 @@ void session::load_symbols()
         if (auto listed = agent_->protocol().message_list())
             listed_at_attach_.insert(listed->begin(), listed->end());
     log::debug("thread library: {}", agent_ ? agent_->backend() : no_agent_reason_);
+}
+
+void session::follow_loader()
+{
+    // A program started through its dynamic loader named on the command line
+    // (`ld.so PROG`): at the loader's own entry point nothing else is mapped.
+    // The loader calls _dl_debug_state (r_debug.r_brk) before and after each
+    // change to its list of modules; it is followed until the list is
+    // consistent and holds a thread library, before any code of the program
+    // runs.
+    const auto* exe = modules_.main_executable();
+    if (exe == nullptr)
+        return;
+    auto notify = exe->lookup("_dl_debug_state");
+    auto rdebug = exe->lookup("_r_debug");
+    if (!notify || !rdebug)
+        return;  // not the loader
+    for (int change = 0; change < max_loader_notifications && !agent_ && process_->is_alive(); ++change) {
+        process_->run_to(notify->address, "a thread library");
+        process_->release_all();  // still held once, as launch() left it
+        std::int32_t state = -1;
+        if (!process_->memory().read_value(rdebug->address + offsetof(struct r_debug, r_state), state) ||
+            state != r_debug::RT_CONSISTENT)
+            continue;
+        load_symbols();
+    }
 }
 
 // ---------------------------------------------------------------- target_access
@@ -407,14 +437,39 @@ void session::settle_reports()
     // masks and flags go back still pushes its message. So the threads run
     // a while longer with the sites in place (and nothing newly enabled),
     // and each late message is taken at its site, not left on glibc's list.
+    // A thread in the window is runnable and needs only a little CPU to
+    // leave it; the settling goes on until every runnable thread has had
+    // that much since the settings went back (bounded: a starved host).
     if (!agent_ || !process_->is_alive())
         return;
     settling_ = true;
+    std::unordered_map<pid_t, std::uint64_t> cpu_before;
+    for (tid_t lwp : process_->tids())
+        if (auto ss = files_.schedstat(lwp))
+            cpu_before[lwp.value] = ss->cpu_ns;
+    auto all_ran = [&] {
+        for (tid_t lwp : process_->tids()) {
+            auto st = files_.stat(lwp);
+            auto ss = files_.schedstat(lwp);
+            if (!st || !ss || st->state != 'R')
+                continue;
+            auto it = cpu_before.find(lwp.value);
+            if (it != cpu_before.end() && ss->cpu_ns - it->second < settle_cpu_ns)
+                return false;
+        }
+        return true;
+    };
     std::vector<session_event> ignored;
     process_->release_all();
-    const double end = seconds_since_start() + settle_seconds;
-    for (double now = seconds_since_start(); now < end && process_->is_alive(); now = seconds_since_start()) {
-        auto ev = process_->next_event(std::max(1, static_cast<int>((end - now) * 1000)));
+    const double start = seconds_since_start();
+    double next_check = start + settle_seconds;
+    for (double now = start; process_->is_alive(); now = seconds_since_start()) {
+        if (now >= next_check) {
+            if (now >= start + settle_max_seconds || all_ran())
+                break;
+            next_check = now + settle_seconds / 2;
+        }
+        auto ev = process_->next_event(std::max(1, static_cast<int>((next_check - now) * 1000)));
         if (ev)
             handle(*ev, ignored, true);
     }

@@ -171,6 +171,11 @@ public:
 private:
     explicit session(std::unique_ptr<ptrace::traced_process> process);
     void load_symbols();
+    /// Launch through an explicitly named loader: runs it from one
+    /// _dl_debug_state notification to the next until a thread library is
+    /// mapped (at most max_loader_notifications). Returns held.
+    void follow_loader();
+    static constexpr int max_loader_notifications = 64;
     void handle(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
     void on_breakpoint(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
     void on_thread_created(const ptrace::stop_event& ev);
@@ -233,6 +238,11 @@ private:
     // the few hundred instructions and one clone() between glibc's decision
     // to report and its push, bounded so a detach stays quick.
     static constexpr double settle_seconds = 0.02;
+    // ... and until each runnable thread has had this much CPU, ns (the push
+    // is at most a clone() and a few hundred instructions away) ...
+    static constexpr std::uint64_t settle_cpu_ns = 200000;
+    // ... but never longer than this, s.
+    static constexpr double settle_max_seconds = 0.5;
     // restore_settings() found changes: listed messages are ours to consume.
     bool messages_are_ours_ = false;
     std::vector<td_event_e> stop_events_;

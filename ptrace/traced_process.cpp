@@ -1,5 +1,6 @@
 #include "ptrace/traced_process.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -284,11 +285,22 @@ void traced_process::run_to_entry()
     auto it = auxv.find(AT_ENTRY);
     if (it == auxv.end())
         throw error::target(fmt::format("process {} has no AT_ENTRY in /proc/{}/auxv", pid_, pid_));
-    target_addr entry{it->second};
-    add_breakpoint(entry, 0);
+    run_to(target_addr{it->second}, "its entry point");
+}
+
+void traced_process::run_to(target_addr where, const char* what)
+{
+    add_breakpoint(where, 0);
     tid_t leader{pid_};
     task& lt = *find_task(leader);
     lt.needs_owner = false;
+    // Stopped there by the previous run_to: step over the site first. (A
+    // fresh exec's pc also sits on its entry point, where the trap must come
+    // at once, before the first instruction runs.)
+    if (auto regs = registers::read(leader); regs && regs->pc() == where && where == run_to_reached_) {
+        lt.trap_site = where;
+        lt.trap_regs = regs;
+    }
     // An exec queued during a hold: run the lone new task anyway.
     int saved_depth = hold_depth_;
     hold_depth_ = 0;
@@ -297,14 +309,14 @@ void traced_process::run_to_entry()
     for (;;) {
         auto status = waiter_->wait_any(-1);
         if (!status)
-            throw error::target("the launched program vanished before reaching its entry point");
+            throw error::target(fmt::format("the launched program vanished before reaching {}", what));
         auto [tid, ws] = *status;
         if (tid == leader && ws.kind() == wait_kind::signal_stop && ws.signal() == SIGTRAP) {
             task& t = *find_task(leader);
             t.stopped = true;
             auto regs = registers::read(leader);
-            if (regs && regs->pc() - breakpoint_pc_adjust == entry) {
-                regs->set_pc(entry);
+            if (regs && regs->pc() - breakpoint_pc_adjust == where) {
+                regs->set_pc(where);
                 regs->write(leader);
                 t.thread_pointer = regs->thread_pointer();
                 break;
@@ -313,16 +325,17 @@ void traced_process::run_to_entry()
         }
         if (auto ev = handle_status(tid, ws)) {
             if (ev->kind == stop_kind::process_exited)
-                throw error::target("the launched program exited before reaching its entry point");
+                throw error::target(fmt::format("the launched program exited before reaching {}", what));
             leave_to_owner(*ev);
             queue_.push_back(*ev);
         }
     }
-    // Leave the entry site's reason count at zero and its bytes restored.
-    sites_.at(entry).site->remove(*memory_);
-    sites_.erase(entry);
+    // Leave the site's reason count at zero and its bytes restored.
+    sites_.at(where).site->remove(*memory_);
+    sites_.erase(where);
+    run_to_reached_ = where;
     stop_all();
-    hold_depth_ += saved_depth;
+    hold_depth_ += saved_depth;  // one hold more than before the call
 }
 
 // ---------------------------------------------------------------- breakpoints
@@ -889,6 +902,14 @@ void traced_process::restart(task& t)
 void traced_process::step_over_single(task& t, breakpoint_site& site)
 {
     consume_owed_sigtrap(t);
+    // The caller restarts t once the step is done: releasing the others must
+    // not restart it (nor step it over again).
+    struct owner_guard {
+        task& t;
+        bool saved;
+        ~owner_guard() { t.needs_owner = saved; }
+    } owner{t, t.needs_owner};
+    t.needs_owner = true;
     // Other threads must not run past the site while its bytes are lifted.
     bool stopped_others = false;
     if (!is_holding()) {

@@ -142,6 +142,13 @@ public:
     /// loader has mapped its libraries), queueing any other stop. Returns held.
     void run_to_entry();
 
+    /// Runs a launched process (only its leader may run: before its program
+    /// starts threads) until the leader reaches `where`, queueing any other
+    /// stop. Returns with one hold more than before (release_all() undoes
+    /// it), the leader's pc on `where` and no site left there. Throws
+    /// tdctl::error naming `what` if the process exits first.
+    void run_to(target_addr where, const char* what);
+
     /// Raw wait status of the leader once the process exited.
     std::optional<int> exit_status() const { return exit_status_; }
 
@@ -197,6 +204,7 @@ private:
     std::deque<stop_event> queue_;
     int hold_depth_ = 0;
     int cancel_fd_ = -1;   // readable: give up waiting (attach only)
+    target_addr run_to_reached_;  // where the last run_to() stopped the leader
 };
 
 }  // namespace tdctl::ptrace

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <optional>
 #include <thread>
+#include <unistd.h>
 #include <random>
 #include <set>
 #include <string>
@@ -374,5 +375,27 @@ TEST_SUITE("do no harm")
             listed.insert(static_cast<pid_t>(int_field(row, "tid")));
         CHECK(listed == live_tids(target.pid()));
         CHECK(traced_leftovers(target.pid()).empty());
+    }
+
+    // `tdctl -- /lib64/ld-linux-x86-64.so.2 PROG`: at the loader's own entry
+    // point libc is not mapped yet, and tdctl settled on "no thread library"
+    // and reported nothing. It follows the loader's notifications now.
+    TEST_CASE("launch through the dynamic loader named explicitly: every creation and death reported")
+    {
+        require_ptrace();
+        const std::string loader = "/lib64/ld-linux-x86-64.so.2";
+        REQUIRE_MESSAGE(::access(loader.c_str(), X_OK) == 0, loader << " is missing");
+        temp_file record("loader-churn-record");
+        auto run = run_tdctl({"--json", "--", loader, fixture_path("churn"), "--record", record.path(), "2", "3"}, 30s);
+        INFO(run.describe());
+        REQUIRE(run.result.status.exit_code() == 0);
+        auto launched = run.of_type("launched");
+        REQUIRE(launched.size() == 1);
+        CHECK(launched[0].value("backend", "") == "nptl");
+        auto facts = parse_record(read_text_file(record.path()).value_or(""));
+        auto expected = to_multiset(thread_tids(facts));
+        CHECK(expected.size() == 8);
+        CHECK(multiset_difference(expected, tid_multiset(run.events("TD_CREATE"))).empty());
+        CHECK(multiset_difference(expected, tid_multiset(run.events("TD_DEATH"))).empty());
     }
 }
