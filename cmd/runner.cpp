@@ -548,14 +548,21 @@ command_status runner::cmd_event_enable(const words& w, const std::string& where
             return td_error(list.error(), fmt::format("{}: event enable", where));
         targets = *list;
     }
-    std::size_t ended = 0;
+    // Listed one line per LWP; records no LWP runs are counted (there may be
+    // thousands on a thread storm), never shown under the process ID.
+    std::size_t ended = 0, starting = 0;
     for (const auto& th : targets) {
         auto r = session_.thr_event_enable(th, on);
         if (!r)
             return td_error(r.error(), fmt::format("{}: event enable {}", where, w[2]));
         auto info = th.get_info();
-        if (targets.size() > 1 && info && info->ti_state != TD_THR_ACTIVE) {
-            ++ended;   // ended, not yet joined: counted below, not one line each
+        auto lwp = th.lwp();
+        const bool has_lwp = lwp && *lwp;
+        if (targets.size() > 1 && info && (!has_lwp || info->ti_state != TD_THR_ACTIVE)) {
+            if (!has_lwp && info->ti_state == TD_THR_ACTIVE)
+                ++starting;   // set up, not cloned yet
+            else
+                ++ended;      // ended (or ending), not yet joined
             continue;
         }
         json_record rec;
@@ -571,6 +578,13 @@ command_status runner::cmd_event_enable(const words& w, const std::string& where
         rec["ended_threads"] = ended;
         rec["traceme"] = on;
         out_.record(rec, fmt::format("{} ended threads (not yet joined): event reporting {}", ended, on ? "on" : "off"));
+    }
+    if (starting != 0) {
+        json_record rec;
+        rec["type"] = "enable";
+        rec["starting_threads"] = starting;
+        rec["traceme"] = on;
+        out_.record(rec, fmt::format("{} threads not started yet: event reporting {}", starting, on ? "on" : "off"));
     }
     return command_status::ok;
 }

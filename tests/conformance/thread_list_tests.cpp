@@ -60,7 +60,7 @@ scenario build(steer_fixture& fx, core::session* s)
     for (int i = 0; i < 3; ++i)
         sc.blocked.push_back(fx.spawn(s));
     sc.blocked_detached = fx.spawn(s, true);
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 3; ++i) {
         sc.unjoined.push_back(fx.spawn(s));
         fx.release(sc.unjoined.back(), s);
     }
@@ -168,12 +168,12 @@ std::vector<row> rows_of(const std::vector<json>& records)
 
 // What every form of the list must show: the main thread first, with its own
 // record; each record glibc lists exactly once; the running threads with
-// their LWPs; the unjoined ones as zombies without an LWP; every LWP of
-// /proc once; no other row. `running_state` is the state word a running
-// thread has in this form.
+// their LWPs; the records no LWP runs without one, in their state (`idle`:
+// handle -> "zombie" or "starting"); every LWP of /proc once; no other row.
+// `running_state` is the state word a running thread has in this form.
 void check_rows(const std::vector<row>& rows, pid_t pid, target_addr main_handle,
                 const std::map<target_addr, td_thrinfo_t>& glibc, const std::map<target_addr, pid_t>& running,
-                const std::set<target_addr>& ended, const std::string& running_state)
+                const std::map<target_addr, std::string>& idle, const std::string& running_state)
 {
     INFO("rows:\n", describe(rows));
     REQUIRE_FALSE(rows.empty());
@@ -216,9 +216,9 @@ void check_rows(const std::vector<row>& rows, pid_t pid, target_addr main_handle
         if (auto it = running.find(r.handle); it != running.end()) {
             CHECK(r.tid == it->second);
             CHECK(r.state == running_state);
-        } else if (ended.contains(r.handle)) {
+        } else if (auto want = idle.find(r.handle); want != idle.end()) {
             CHECK(r.tid == 0);
-            CHECK(r.state == "zombie");
+            CHECK(r.state == want->second);
         } else {
             FAIL("a row the scenario does not have");
         }
@@ -243,8 +243,9 @@ binary_run run_threads(pid_t pid, bool json_output)
     return run;
 }
 
-// The text form: one line per row; a zombie row has "-" for its TID.
-void check_text(const std::string& out, pid_t pid, target_addr main_handle, const std::set<target_addr>& ended)
+// The text form: one line per row; a row without an LWP has "-" for its TID.
+void check_text(const std::string& out, pid_t pid, target_addr main_handle,
+                const std::map<target_addr, std::string>& idle)
 {
     INFO(out);
     std::vector<std::string> lines;
@@ -260,7 +261,7 @@ void check_text(const std::string& out, pid_t pid, target_addr main_handle, cons
     CHECK(tid == std::to_string(pid));
     CHECK(handle == fmt::format("{}", main_handle));
     CHECK(state == "active");
-    for (target_addr h : ended) {
+    for (const auto& [h, want] : idle) {
         auto n = std::count_if(lines.begin(), lines.end(), [&](const std::string& l) {
             return l.find(fmt::format(" {} ", h)) != std::string::npos;
         });
@@ -273,7 +274,7 @@ void check_text(const std::string& out, pid_t pid, target_addr main_handle, cons
             std::string ztid, zhandle, zstate;
             z >> ztid >> zhandle >> zstate;   // no name: no LWP, no comm
             CHECK(ztid == "-");
-            CHECK(zstate == "zombie");
+            CHECK(zstate == want);
         }
     }
 }
@@ -289,7 +290,12 @@ TEST_CASE("threads: every record libthread_db lists appears once, keyed by handl
     auto sc = build(fx, s.get());
     check_fixture_record(fx, sc);
     auto running = running_threads(sc);
-    std::set<target_addr> ended{sc.unjoined[0].handle, sc.unjoined[1].handle};
+    std::set<target_addr> ended;
+    std::map<target_addr, std::string> idle;
+    for (const auto& t : sc.unjoined) {
+        ended.insert(t.handle);
+        idle[t.handle] = "zombie";
+    }
 
     s->interrupt();
     thread_db_agent oracle(lib, *s);
@@ -316,7 +322,7 @@ TEST_CASE("threads: every record libthread_db lists appears once, keyed by handl
     // The library's list.
     auto entries = core::list_threads(*s, s->agent());
     REQUIRE(entries.has_value());
-    check_rows(rows_of(*entries), fx.pid(), main_handle, glibc, running, ended, "running");
+    check_rows(rows_of(*entries), fx.pid(), main_handle, glibc, running, idle, "running");
     for (const auto& e : *entries) {
         if (!e.has_record)
             continue;
@@ -335,7 +341,7 @@ TEST_CASE("threads: every record libthread_db lists appears once, keyed by handl
     auto json_run = run_threads(fx.pid(), true);
     {
         INFO(json_run.result.out);
-        check_rows(rows_of(json_run.records), fx.pid(), main_handle, glibc, running, ended, "active");
+        check_rows(rows_of(json_run.records), fx.pid(), main_handle, glibc, running, idle, "active");
         for (const auto& r : json_run.records) {
             if (r.value("type", "") != "thread" || !r["tid"].is_null())
                 continue;
@@ -350,16 +356,19 @@ TEST_CASE("threads: every record libthread_db lists appears once, keyed by handl
         CHECK_FALSE(process->contains("ns_pid"));
     }
     auto text_run = run_threads(fx.pid(), false);
-    check_text(text_run.result.out, fx.pid(), main_handle, ended);
+    check_text(text_run.result.out, fx.pid(), main_handle, idle);
     CHECK(fx.ask("ping", nullptr) == "pong");
 }
 
-// The states glibc leaves an ended record in besides a cleared tid, written
-// into the two unjoined records while nobody can join them: -1, which
-// pthread_join stores just before it frees the record (the `tid -1` row seen
-// while the target was held), and a TID kept after the exit (glibc after
-// 2.42), here one the kernel has given to a running thread since.
-TEST_CASE("threads: an ended record whose tid reads -1 or another thread's TID is a zombie, listed once")
+// The states glibc leaves a record no LWP runs in besides an ended thread's
+// cleared tid, written into the unjoined records while nobody can join them:
+// -1, which pthread_join stores just before it frees the record (the
+// `tid -1` row seen while the target was held); a TID kept after the exit
+// (glibc after 2.42), here one the kernel has given to a running thread
+// since; and tid 0 with cancelhandling 0, a record set up for a thread not
+// cloned yet (a cached stack being reused). `event enable on all` lists
+// none of them under the process ID.
+TEST_CASE("threads: records whose tid reads -1, another thread's TID or 0 (not started) are listed once, without an LWP")
 {
     auto& lib = oracle_or_skip();
     steer_fixture fx;
@@ -367,34 +376,40 @@ TEST_CASE("threads: an ended record whose tid reads -1 or another thread's TID i
     REQUIRE_MESSAGE(s->agent() != nullptr, "no thread agent: ", s->no_agent_reason());
     auto sc = build(fx, s.get());
     auto running = running_threads(sc);
-    std::set<target_addr> ended{sc.unjoined[0].handle, sc.unjoined[1].handle};
+    const target_addr joining = sc.unjoined[0].handle, kept = sc.unjoined[1].handle, starting = sc.unjoined[2].handle;
+    std::map<target_addr, std::string> idle{{joining, "zombie"}, {kept, "zombie"}, {starting, "starting"}};
 
     s->interrupt();
-    const auto& tid_field = s->agent()->layout().tid;
-    REQUIRE(tid_field.element_bytes() == 4);
-    auto put_tid = [&](target_addr record, std::int32_t v) {
+    const auto& layout = s->agent()->layout();
+    REQUIRE(layout.tid.element_bytes() == 4);
+    REQUIRE(layout.cancelhandling.element_bytes() == 4);
+    auto put32 = [&](target_addr at, std::int32_t v) {
         std::vector<std::uint8_t> bytes(4);
         std::memcpy(bytes.data(), &v, 4);
-        poke(fx.pid(), record + tid_field.offset, bytes);
+        poke(fx.pid(), at, bytes);
     };
-    put_tid(sc.unjoined[0].handle, -1);
-    put_tid(sc.unjoined[1].handle, sc.blocked[0].tid);
+    put32(joining + layout.tid.offset, -1);
+    put32(kept + layout.tid.offset, sc.blocked[0].tid);
+    put32(starting + layout.tid.offset, 0);
+    put32(starting + layout.cancelhandling.offset, 0);
 
     thread_db_agent oracle(lib, *s);
     auto glibc = glibc_records(oracle);
-    // glibc reads the field written: it reports the raw values.
-    CHECK(glibc.at(sc.unjoined[0].handle).ti_lid == -1);
-    CHECK(glibc.at(sc.unjoined[1].handle).ti_lid == sc.blocked[0].tid);
+    // glibc reads the fields written: it reports the raw values.
+    CHECK(glibc.at(joining).ti_lid == -1);
+    CHECK(glibc.at(kept).ti_lid == sc.blocked[0].tid);
+    CHECK(glibc.at(starting).ti_lid == fx.pid());
+    CHECK(glibc.at(starting).ti_state == TD_THR_ACTIVE);
     const target_addr main_handle = main_thread(*s).value();
 
     auto entries = core::list_threads(*s, s->agent());
     REQUIRE(entries.has_value());
-    check_rows(rows_of(*entries), fx.pid(), main_handle, glibc, running, ended, "running");
+    check_rows(rows_of(*entries), fx.pid(), main_handle, glibc, running, idle, "running");
     // map_lwp2thr of the running thread whose TID the ended record also holds.
     auto mapped = s->agent()->map_lwp2thr(tid_t{sc.blocked[0].tid});
     REQUIRE(mapped.has_value());
     CHECK(mapped->value() == sc.blocked[0].handle);
-    for (target_addr h : ended) {
+    for (const auto& [h, state] : idle) {
         auto info = handle_in(*s, h).get_info();
         REQUIRE(info.has_value());
         CHECK(info->ti_lid == fx.pid());   // like a cleared tid: no LWP runs it
@@ -405,8 +420,31 @@ TEST_CASE("threads: an ended record whose tid reads -1 or another thread's TID i
     auto json_run = run_threads(fx.pid(), true);
     {
         INFO(json_run.result.out);
-        check_rows(rows_of(json_run.records), fx.pid(), main_handle, glibc, running, ended, "active");
+        check_rows(rows_of(json_run.records), fx.pid(), main_handle, glibc, running, idle, "active");
     }
     auto text_run = run_threads(fx.pid(), false);
-    check_text(text_run.result.out, fx.pid(), main_handle, ended);
+    check_text(text_run.result.out, fx.pid(), main_handle, idle);
+
+    // One line per LWP, the records without one counted apart.
+    auto enable = test::run_command({test::tdctl_path(), "--json", "-p", std::to_string(fx.pid()), "-e",
+                                     "event enable on all"},
+                                    30000ms);
+    INFO(enable.describe());
+    REQUIRE(enable.status.is_success());
+    std::multiset<pid_t> listed;
+    std::size_t ended_count = 0, starting_count = 0;
+    for (const auto& r : test::json_lines(enable.out)) {
+        if (r.value("type", "") != "enable")
+            continue;
+        if (r.contains("ended_threads"))
+            ended_count += r["ended_threads"].get<std::size_t>();
+        else if (r.contains("starting_threads"))
+            starting_count += r["starting_threads"].get<std::size_t>();
+        else
+            listed.insert(r["tid"].get<pid_t>());
+    }
+    auto tasks = test::task_tids(fx.pid());
+    CHECK(listed == std::multiset<pid_t>(tasks.begin(), tasks.end()));
+    CHECK(ended_count == 2);
+    CHECK(starting_count == 1);
 }
