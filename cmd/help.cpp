@@ -13,8 +13,11 @@ const std::map<std::string, std::string>& texts()
     static const std::map<std::string, std::string> t = {
         {"threads", "threads\n"
                     "  List every thread: TID, name, thread handle, state, whether it reports events\n"
-                    "  (traceme), its own event mask, and its start routine. Without a thread library\n"
-                    "  the LWPs come from /proc/PID/task."},
+                    "  (traceme), its own event mask, and its start routine. One row per record of the\n"
+                    "  thread library, by handle: a thread that ended and was not joined yet is a\n"
+                    "  zombie with no TID. LWPs without a record (no thread library) come from\n"
+                    "  /proc/PID/task. TIDs are the host's; a target in another PID namespace also\n"
+                    "  gets its own TIDs (NS-TID)."},
         {"event", "event addr EVENTS          the reporting address of each event (td_ta_event_addr)\n"
                   "event set EVENTS [TID]     add to the global mask, or to thread TID's mask\n"
                   "event clear EVENTS [TID]   remove from the global mask, or from thread TID's mask\n"

@@ -14,6 +14,7 @@
 #include "base/error.hpp"
 #include "cmd/command_line.hpp"
 #include "core/backtrace.hpp"
+#include "core/thread_list.hpp"
 #include "events/event_names.hpp"
 #include "events/event_set.hpp"
 #include "ptrace/procfs.hpp"
@@ -168,6 +169,8 @@ void runner::show(const session_event& ev)
         rec["type"] = "stopped";
         rec["event"] = events::event_name(ev.message.event);
         rec["tid"] = ev.message.tid.value;
+        if (ev.message.ns_tid)
+            rec["ns_tid"] = *ev.message.ns_tid;
         rec["name"] = ev.message.name;
         rec["handle"] = events::hex_addr(ev.message.handle.value);
         rec["time"] = events::json_seconds(ev.message.time);
@@ -325,52 +328,46 @@ command_status runner::cmd_threads(const words& w, const std::string& where)
     if (!require_target(where))
         return command_status::failed;
 
-    struct row {
-        tid_t tid;
-        std::optional<td_thrinfo_t> info;
-        target_addr handle;
-    };
     target_hold hold(session_);
-    std::map<pid_t, row> rows;
-    for (tid_t t : session_.lwps())
-        rows[t.value] = row{t, std::nullopt, {}};
     auto* agent = session_.agent();
-    if (agent != nullptr) {
-        auto list = agent->thr_iter();
-        if (!list)
-            return td_error(list.error(), fmt::format("{}: threads", where));
-        for (const auto& th : *list) {
-            auto info = th.get_info();
-            if (!info)
-                continue;
-            auto& r = rows[info->ti_lid];
-            r.tid = tid_t{info->ti_lid};
-            r.info = *info;
-            r.handle = th.value();
-        }
-    }
+    auto rows = core::list_threads(session_, agent);
+    if (!rows)
+        return td_error(rows.error(), fmt::format("{}: threads", where));
+    // A target in another PID namespace: its own TIDs in a column of their own.
+    const auto ns_pid = session_.ns_pid();
+    const std::string ns_note = ns_pid ? fmt::format("; PID namespace of its own (pid {} there)", *ns_pid) : "";
 
     std::string header;
     if (agent != nullptr) {
-        header = fmt::format("process {} ({}): {} threads; thread library {} {} in {} reports {}", session_.pid(),
-                             events::printable_name(procfs::process_name(session_.pid())), rows.size(),
+        header = fmt::format("process {} ({}): {} threads; thread library {} {} in {} reports {}{}", session_.pid(),
+                             events::printable_name(procfs::process_name(session_.pid())), rows->size(),
                              agent->backend(), agent->layout().version, agent->layout().module,
-                             join_events(agent->supported_events()));
+                             join_events(agent->supported_events()), ns_note);
     } else {
-        header = fmt::format("process {} ({}): {} threads (from /proc); no thread library: {}", session_.pid(),
-                             events::printable_name(procfs::process_name(session_.pid())), rows.size(),
-                             session_.no_agent_reason());
+        header = fmt::format("process {} ({}): {} threads (from /proc); no thread library: {}{}", session_.pid(),
+                             events::printable_name(procfs::process_name(session_.pid())), rows->size(),
+                             session_.no_agent_reason(), ns_note);
     }
+    auto line = [&](const std::string& tid, const std::string& ns_tid, const std::string& name,
+                    const std::string& handle, const std::string& state, const std::string& traceme,
+                    const std::string& events, const std::string& start) {
+        if (ns_pid)
+            return fmt::format("{:>7}  {:>6}  {:<16} {:<16} {:<7} {:<7} {:<14} {}", tid, ns_tid, name, handle, state,
+                               traceme, events, start);
+        return fmt::format("{:>7}  {:<16} {:<16} {:<7} {:<7} {:<14} {}", tid, name, handle, state, traceme, events,
+                           start);
+    };
     if (!out_.is_json()) {
         out_.record({}, header);
-        out_.record({}, fmt::format("{:>7}  {:<16} {:<16} {:<7} {:<7} {:<14} {}", "TID", "NAME", "HANDLE", "STATE",
-                                    "TRACEME", "EVENTS", "START"));
+        out_.record({}, line("TID", "NS-TID", "NAME", "HANDLE", "STATE", "TRACEME", "EVENTS", "START"));
     } else {
         json_record rec;
         rec["type"] = "process";
         rec["pid"] = session_.pid();
+        if (ns_pid)
+            rec["ns_pid"] = *ns_pid;
         rec["name"] = procfs::process_name(session_.pid());
-        rec["threads"] = rows.size();
+        rec["threads"] = rows->size();
         rec["backend"] = agent ? agent->backend() : std::string("none");
         if (agent) {
             rec["version"] = agent->layout().version;
@@ -385,13 +382,25 @@ command_status runner::cmd_threads(const words& w, const std::string& where)
         out_.record(rec, "");
     }
 
-    for (const auto& [id, r] : rows) {
-        std::string name = session_.thread_name(r.tid);
+    for (const auto& r : *rows) {
+        using kind = core::thread_entry_kind;
+        const bool has_lwp = r.lwp.value != 0;
+        // Names come from /proc/PID/task/TID/comm, so only an LWP has one.
+        std::string name = has_lwp ? session_.thread_name(r.lwp) : std::string();
+        std::string state = r.kind == kind::ended      ? "zombie"
+                            : r.kind == kind::starting ? "starting"
+                            : r.kind == kind::lwp_only ? "lwp"
+                            : r.info                   ? state_name(r.info->ti_state)
+                                                       : "unknown";
         json_record rec;
         rec["type"] = "thread";
-        rec["tid"] = r.tid.value;
+        rec["tid"] = has_lwp ? json_record(r.lwp.value) : json_record(nullptr);
+        if (ns_pid)
+            rec["ns_tid"] = r.ns_tid ? json_record(*r.ns_tid) : json_record(nullptr);
         rec["name"] = name;
-        if (r.info) {
+        std::string tid_text = has_lwp ? std::to_string(r.lwp.value) : "-";
+        std::string ns_text = r.ns_tid ? std::to_string(*r.ns_tid) : "-";
+        if (r.has_record && r.info) {
             auto start = reinterpret_cast<std::uint64_t>(r.info->ti_startfunc);
             std::string sym = start ? session_.modules().describe(target_addr{start}) : std::string();
             rec["handle"] = events::hex_addr(r.handle.value);
@@ -400,24 +409,24 @@ command_status runner::cmd_threads(const words& w, const std::string& where)
                 rec["startsym"] = nullptr;   // the main thread (no start routine), or no symbol there
             else
                 rec["startsym"] = sym;
-            rec["state"] = state_name(r.info->ti_state);
+            rec["state"] = state;
             rec["traceme"] = r.info->ti_traceme != 0;
             rec["events"] = events::format_event_set(r.info->ti_events);
             std::string start_text = start == 0 ? "-" : sym.empty() ? events::hex_addr(start)
                                                                     : fmt::format("{} ({})", events::hex_addr(start), sym);
-            out_.record(rec, fmt::format("{:>7}  {:<16} {:<16} {:<7} {:<7} {:<14} {}", r.tid.value,
-                                         events::printable_name(name), events::hex_addr(r.handle.value),
-                                         state_name(r.info->ti_state), r.info->ti_traceme ? "yes" : "no",
-                                         events::format_event_set(r.info->ti_events), start_text));
+            out_.record(rec, line(tid_text, ns_text, events::printable_name(name), events::hex_addr(r.handle.value),
+                                  state, r.info->ti_traceme ? "yes" : "no",
+                                  events::format_event_set(r.info->ti_events), start_text));
         } else {
-            rec["handle"] = nullptr;
+            // An LWP without a record, or a record that cannot be read.
+            rec["handle"] = r.has_record ? json_record(events::hex_addr(r.handle.value)) : json_record(nullptr);
             rec["startfunc"] = nullptr;
             rec["startsym"] = nullptr;
-            rec["state"] = "lwp";
+            rec["state"] = state;
             rec["traceme"] = nullptr;
             rec["events"] = nullptr;
-            out_.record(rec, fmt::format("{:>7}  {:<16} {:<16} {:<7} {:<7} {:<14} {}", r.tid.value,
-                                         events::printable_name(name), "-", "lwp", "-", "-", "-"));
+            out_.record(rec, line(tid_text, ns_text, events::printable_name(name),
+                                  r.has_record ? events::hex_addr(r.handle.value) : "-", state, "-", "-", "-"));
         }
     }
     return command_status::ok;
@@ -543,14 +552,21 @@ command_status runner::cmd_event_enable(const words& w, const std::string& where
             return td_error(list.error(), fmt::format("{}: event enable", where));
         targets = *list;
     }
-    std::size_t ended = 0;
+    // Listed one line per LWP; records no LWP runs are counted (there may be
+    // thousands on a thread storm), never shown under the process ID.
+    std::size_t ended = 0, starting = 0;
     for (const auto& th : targets) {
         auto r = session_.thr_event_enable(th, on);
         if (!r)
             return td_error(r.error(), fmt::format("{}: event enable {}", where, w[2]));
         auto info = th.get_info();
-        if (targets.size() > 1 && info && info->ti_state != TD_THR_ACTIVE) {
-            ++ended;   // ended, not yet joined: counted below, not one line each
+        auto lwp = th.lwp();
+        const bool has_lwp = lwp && *lwp;
+        if (targets.size() > 1 && info && (!has_lwp || info->ti_state != TD_THR_ACTIVE)) {
+            if (!has_lwp && info->ti_state == TD_THR_ACTIVE)
+                ++starting;   // set up, not cloned yet
+            else
+                ++ended;      // ended (or ending), not yet joined
             continue;
         }
         json_record rec;
@@ -566,6 +582,13 @@ command_status runner::cmd_event_enable(const words& w, const std::string& where
         rec["ended_threads"] = ended;
         rec["traceme"] = on;
         out_.record(rec, fmt::format("{} ended threads (not yet joined): event reporting {}", ended, on ? "on" : "off"));
+    }
+    if (starting != 0) {
+        json_record rec;
+        rec["type"] = "enable";
+        rec["starting_threads"] = starting;
+        rec["traceme"] = on;
+        out_.record(rec, fmt::format("{} threads not started yet: event reporting {}", starting, on ? "on" : "off"));
     }
     return command_status::ok;
 }
@@ -606,6 +629,7 @@ command_status runner::cmd_event_getmsg(const words& w, const std::string& where
     m.handle = msg->handle;
     m.data = msg->data;
     m.tid = session_.lwp_of(msg->handle);
+    m.ns_tid = session_.foreign_ns_tid(m.tid);
     m.name = m.tid.value ? session_.thread_name(m.tid) : std::string();
     m.time = seconds_since_start();
     out_.event(m);

@@ -22,6 +22,10 @@ session::session(std::unique_ptr<ptrace::traced_process> process)
       files_(process_->pid(), procfs::task_files::descriptor_budget() / 2),
       stats_(files_)
 {
+    // NSpid lists the process's PID in every namespace from ours inward: more
+    // than one entry means the thread library records other TIDs than ours.
+    if (auto st = procfs::read_status(process_->pid()); st && st->ns_pids.size() > 1)
+        ns_pid_ = st->ns_pids.back();
 }
 
 std::unique_ptr<session> session::attach(pid_t pid, int cancel_fd)
@@ -136,6 +140,60 @@ std::optional<target_addr> session::thread_pointer(tid_t lwp)
     return t->thread_pointer;
 }
 
+std::optional<pid_t> session::ns_tid_of(tid_t lwp)
+{
+    if (!ns_pid_)
+        return lwp.value;
+    if (auto it = ns_tid_by_lwp_.find(lwp); it != ns_tid_by_lwp_.end())
+        return it->second;
+    auto st = files_.status(lwp);
+    if (!st || st->ns_pids.empty())
+        return std::nullopt;
+    pid_t ns_tid = st->ns_pids.back();
+    ns_tid_by_lwp_[lwp] = ns_tid;
+    lwp_by_ns_tid_[ns_tid] = lwp;
+    return ns_tid;
+}
+
+std::optional<tid_t> session::lwp_of_ns_tid(pid_t ns_tid)
+{
+    if (ns_tid <= 0)
+        return std::nullopt;
+    if (!ns_pid_) {
+        if (is_alive())
+            return process_->find(tid_t{ns_tid}) ? std::optional<tid_t>(tid_t{ns_tid}) : std::nullopt;
+        return target_access::lwp_of_ns_tid(ns_tid);
+    }
+    auto known = [&]() -> std::optional<tid_t> {
+        auto it = lwp_by_ns_tid_.find(ns_tid);
+        if (it == lwp_by_ns_tid_.end())
+            return std::nullopt;
+        auto fwd = ns_tid_by_lwp_.find(it->second);
+        if (fwd == ns_tid_by_lwp_.end() || fwd->second != ns_tid)
+            return std::nullopt;
+        return it->second;
+    };
+    if (auto lwp = known(); lwp && (!is_alive() || process_->find(*lwp) != nullptr))
+        return lwp;
+    // Not seen yet: read NSpid of every LWP not mapped so far.
+    for (tid_t t : lwps())
+        if (!ns_tid_by_lwp_.contains(t))
+            (void)ns_tid_of(t);
+    if (auto lwp = known(); lwp && (!is_alive() || process_->find(*lwp) != nullptr))
+        return lwp;
+    return std::nullopt;
+}
+
+void session::forget_ns_tid(tid_t lwp)
+{
+    auto it = ns_tid_by_lwp_.find(lwp);
+    if (it == ns_tid_by_lwp_.end())
+        return;
+    if (auto back = lwp_by_ns_tid_.find(it->second); back != lwp_by_ns_tid_.end() && back->second == lwp)
+        lwp_by_ns_tid_.erase(back);
+    ns_tid_by_lwp_.erase(it);
+}
+
 std::optional<target_addr> session::handle_of(tid_t lwp)
 {
     if (!agent_)
@@ -144,7 +202,7 @@ std::optional<target_addr> session::handle_of(tid_t lwp)
         return thread_pointer(lwp);
     auto& p = agent_->protocol();
     if (auto it = handles_by_lwp_.find(lwp); it != handles_by_lwp_.end()) {
-        if (auto tid = p.read_tid(it->second); tid && *tid == lwp.value)
+        if (auto tid = p.read_tid(it->second); tid && *tid == ns_tid_of(lwp))
             return it->second;
         handles_by_lwp_.erase(it);
     }
@@ -164,8 +222,8 @@ tid_t session::lwp_of(target_addr handle)
 {
     if (!agent_ || handle.is_null())
         return tid_t{};
-    auto tid = agent_->protocol().read_tid(handle);
-    return tid ? tid_t{*tid} : tid_t{};
+    auto lwp = thread_handle(*agent_, handle).lwp();
+    return lwp && *lwp ? **lwp : tid_t{};
 }
 
 // ---------------------------------------------------------------- journal
@@ -605,6 +663,7 @@ void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& o
         on_thread_exiting(ev, out, silent);
         return;
     case stop_kind::thread_exited:
+        forget_ns_tid(ev.tid);
         files_.forget(ev.tid);
         stats_.on_vanished(ev.tid);
         last_clone_child_.erase(ev.tid);
@@ -642,6 +701,7 @@ void session::on_breakpoint(const ptrace::stop_event& ev, std::vector<session_ev
         se.message.event = event;
         se.message.reporter = ev.tid;
         se.message.tid = ev.tid;
+        se.message.ns_tid = foreign_ns_tid(ev.tid);
         se.message.time = seconds_since_start();
         se.message.name = thread_name(ev.tid);
         if (const auto* t = process_->find(ev.tid))
@@ -682,7 +742,8 @@ std::optional<events::event_message> session::drain(td_event_e event, tid_t repo
     if (agent_->layout().subject_in_first_argument) {
         handle = target_addr{arg0};
         auto tid = p.read_tid(handle);
-        subject = tid ? tid_t{*tid} : tid_t{};
+        auto lwp = tid ? lwp_of_ns_tid(*tid) : std::nullopt;
+        subject = lwp ? *lwp : tid_t{};
         // A thread reporting about its own, already unregistered record (a
         // detached thread's TD_REAP at its exit) is still the reporter.
         if (subject.value == 0) {
@@ -713,6 +774,7 @@ std::optional<events::event_message> session::drain(td_event_e event, tid_t repo
         msg.handle = m->handle;
         msg.data = m->data;
         msg.tid = lwp_of(m->handle);
+        msg.ns_tid = foreign_ns_tid(msg.tid);
         msg.name = thread_name(msg.tid);
         return msg;
     }
@@ -729,6 +791,7 @@ std::optional<events::event_message> session::drain(td_event_e event, tid_t repo
     if (event == TD_CREATE && armed_ && !agent_->layout().handle_is_thread_pointer)
         enable_thread_for_watch(handle);
     msg.name = subject.value ? thread_name(subject) : std::string();
+    msg.ns_tid = foreign_ns_tid(subject);
     return msg;
 }
 
@@ -742,7 +805,7 @@ void session::on_thread_created(const ptrace::stop_event& ev)
             // Only a thread of the library: its record's tid is already set
             // (CLONE_PARENT_SETTID) when the parent reports the clone.
             auto tid = agent_->protocol().read_tid(t->thread_pointer);
-            if (tid && *tid == ev.child.value && journal_thread(t->thread_pointer, journal_enable)) {
+            if (tid && *tid == ns_tid_of(ev.child) && journal_thread(t->thread_pointer, journal_enable)) {
                 // Born now, so its flag "before" is the record's own original,
                 // not what a dead thread left in it.
                 armed_->enable_before[t->thread_pointer] = record_original_[t->thread_pointer].report_events;
@@ -771,7 +834,7 @@ void session::inherit_journal(tid_t parent, tid_t child)
     if (it == touched_.end() || (it->second & journal_mask) == 0)
         return;
     auto tid = agent_->protocol().read_tid(*born);
-    if (!tid || *tid != child.value || !journal_thread(*born, journal_mask))
+    if (!tid || *tid != ns_tid_of(child) || !journal_thread(*born, journal_mask))
         return;
     record_original_[*born].mask = record_original_[*creator].mask;
 }
@@ -792,13 +855,14 @@ void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<sessio
             auto& p = agent_->protocol();
             auto tid = p.read_tid(*tp);
             auto on = p.read_report_events(*tp);
-            if (tid && *tid == ev.tid.value && on && *on) {
+            if (tid && *tid == ns_tid_of(ev.tid) && on && *on) {
                 (void)p.consume(*tp);
                 if (!silent) {
                     session_event se;
                     se.what = session_event::kind::message;
                     se.message.event = TD_DEATH;
                     se.message.tid = ev.tid;
+                    se.message.ns_tid = foreign_ns_tid(ev.tid);
                     se.message.handle = *tp;
                     se.message.data = tp->value;
                     se.message.reporter = ev.tid;
@@ -841,6 +905,9 @@ void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& 
         se.what = session_event::kind::message;
         se.message.event = TD_DEATH;
         se.message.tid = ev.child;
+        // Its old TID is gone from /proc: only a namespace TID seen before.
+        if (auto known = ns_tid_by_lwp_.find(ev.child); ns_pid_ && known != ns_tid_by_lwp_.end())
+            se.message.ns_tid = known->second;
         se.message.handle = exec_handle;
         se.message.data = exec_handle.value;
         se.message.reporter = ev.child;
@@ -850,6 +917,8 @@ void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& 
     }
     death_reported_.clear();
     handles_by_lwp_.clear();
+    ns_tid_by_lwp_.clear();
+    lwp_by_ns_tid_.clear();
     stats_.on_exec(ev.child.value != 0 ? ev.child : ev.tid, ev.tid);
     // The new image has none of our breakpoints and a new libc: re-resolve.
     auto armed_events = armed_ ? armed_->events : std::vector<td_event_e>{};

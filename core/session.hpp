@@ -71,6 +71,20 @@ public:
     std::string module_problem(std::string_view module) override;
     std::vector<tid_t> lwps() override;
     std::optional<target_addr> thread_pointer(tid_t lwp) override;
+    /// Through NSpid (/proc/PID/task/TID/status), cached per LWP, when the
+    /// target is in another PID namespace; the identity otherwise.
+    std::optional<pid_t> ns_tid_of(tid_t lwp) override;
+    std::optional<tid_t> lwp_of_ns_tid(pid_t ns_tid) override;
+
+    /// The target's PID in its own PID namespace when that is not tdctl's
+    /// (a container; from NSpid in /proc/PID/status), else std::nullopt.
+    std::optional<pid_t> ns_pid() const { return ns_pid_; }
+    /// An LWP's TID in the target's PID namespace when that is not tdctl's
+    /// (shown beside the LWP), else std::nullopt; also when the LWP is gone.
+    std::optional<pid_t> foreign_ns_tid(tid_t lwp)
+    {
+        return ns_pid_ && lwp.value != 0 ? ns_tid_of(lwp) : std::nullopt;
+    }
 
     ptrace::traced_process& process() { return *process_; }
     const symbols::module_set& modules() const { return modules_; }
@@ -82,7 +96,8 @@ public:
 
     /// The thread's name (comm) from /proc/PID/task/TID/comm; "" when gone.
     std::string thread_name(tid_t lwp) const;
-    /// The LWP of a handle (record's tid field), 0 when unknown.
+    /// The LWP that runs a handle's thread (thread_handle::lwp), 0 when none
+    /// does or it is unknown.
     tid_t lwp_of(target_addr handle);
 
     // ---- changes to the target, journaled so detach can undo them
@@ -206,6 +221,12 @@ private:
     void remove_sites(const std::vector<td_event_e>& events);
 
     std::unique_ptr<ptrace::traced_process> process_;
+    // The target's PID namespace, when not ours: record TIDs are its own
+    // (gettid() inside it), mapped to and from our LWPs through NSpid.
+    std::optional<pid_t> ns_pid_;
+    std::unordered_map<tid_t, pid_t> ns_tid_by_lwp_;
+    std::unordered_map<pid_t, tid_t> lwp_by_ns_tid_;
+    void forget_ns_tid(tid_t lwp);
     symbols::module_set modules_;
     std::unique_ptr<thread_agent> agent_;
     std::string no_agent_reason_;

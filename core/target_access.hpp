@@ -42,6 +42,26 @@ public:
     /// The thread pointer (fs_base) of an LWP, if known; std::nullopt when
     /// it cannot be read now (the LWP runs and was never seen stopped).
     virtual std::optional<target_addr> thread_pointer(tid_t lwp) = 0;
+
+    // TIDs in thread records (glibc's struct pthread tid, tdagent's record) are
+    // what gettid() returns inside the target: IDs of the target's own PID
+    // namespace. LWPs (tid_t) are TIDs in ours, which ptrace and /proc use.
+    // The two differ for a target in a container (NSpid in
+    // /proc/PID/task/TID/status); by default they are the same namespace.
+
+    /// The TID the target's thread library records for an LWP (the last NSpid
+    /// entry); std::nullopt when the LWP is gone.
+    virtual std::optional<pid_t> ns_tid_of(tid_t lwp) { return lwp.value; }
+
+    /// The LWP of the target whose TID in the target's namespace is `ns_tid`;
+    /// std::nullopt when no LWP of the target has it now (the thread ended).
+    virtual std::optional<tid_t> lwp_of_ns_tid(pid_t ns_tid)
+    {
+        for (tid_t t : lwps())
+            if (t.value == ns_tid)
+                return t;
+        return std::nullopt;
+    }
 };
 
 }  // namespace tdctl::core

@@ -23,18 +23,21 @@ td_result<std::vector<thread_handle>> thread_agent::thr_iter()
 td_result<thread_handle> thread_agent::map_lwp2thr(tid_t lwp)
 {
     // The thread pointer is the record (TLS_TCB_AT_TP on x86_64); its tid
-    // field confirms it. Fall back to the lists when the LWP was never seen
-    // stopped.
+    // field (a TID of the target's PID namespace) confirms it. Fall back to
+    // the lists when the LWP was never seen stopped.
+    auto ns_tid = target().ns_tid_of(lwp);
+    if (!ns_tid)
+        return td_fail(TD_NOTHR);
     if (auto tp = layout().handle_is_thread_pointer ? target().thread_pointer(lwp) : std::nullopt;
         tp && !tp->is_null()) {
-        if (auto tid = protocol_.read_tid(*tp); tid && *tid == lwp.value)
+        if (auto tid = protocol_.read_tid(*tp); tid && *tid == *ns_tid)
             return thread_handle(*this, *tp);
     }
     auto records = protocol_.thread_records();
     if (!records)
         return td_fail(records.error());
     for (target_addr rec : *records)
-        if (auto tid = protocol_.read_tid(rec); tid && *tid == lwp.value)
+        if (auto tid = protocol_.read_tid(rec); tid && *tid == *ns_tid)
             return thread_handle(*this, rec);
     if (records->empty() && lwp.value == target().pid())
         return thread_handle(*this, target_addr{});

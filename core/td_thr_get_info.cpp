@@ -12,6 +12,27 @@ constexpr std::uint32_t exiting_bitmask = 0x10;
 constexpr std::uint32_t terminated_bitmask = 0x20;
 }  // namespace
 
+td_result<std::optional<tid_t>> thread_handle::lwp() const
+{
+    auto& target = agent_->target();
+    if (is_null())
+        return std::optional<tid_t>(tid_t{target.pid()});
+    auto tid = agent_->protocol().read_tid(handle_);
+    if (!tid)
+        return td_fail(TD_BADTH);
+    if (*tid <= 0)
+        return std::optional<tid_t>();
+    auto lwp = target.lwp_of_ns_tid(*tid);
+    if (!lwp)
+        return std::optional<tid_t>();
+    // A TID the kernel gave to a new thread after this one ended (the record
+    // keeps it since glibc 2.42): that LWP's thread pointer is its own record.
+    if (agent_->layout().handle_is_thread_pointer)
+        if (auto tp = target.thread_pointer(*lwp); tp && !tp->is_null() && *tp != handle_)
+            return std::optional<tid_t>();
+    return lwp;
+}
+
 td_result<td_thrinfo_t> thread_handle::get_info() const
 {
     td_thrinfo_t info;
@@ -26,9 +47,9 @@ td_result<td_thrinfo_t> thread_handle::get_info() const
             info.ti_traceme = *on ? 1 : 0;
         return info;
     }
-    auto tid = protocol.read_tid(handle_);
-    if (!tid)
-        return td_fail(TD_BADTH);
+    auto lwp = this->lwp();
+    if (!lwp)
+        return td_fail(lwp.error());
     auto start = protocol.read_start_routine(handle_);
     auto traceme = protocol.read_report_events(handle_);
     auto mask = protocol.read_thread_mask(handle_);
@@ -36,7 +57,7 @@ td_result<td_thrinfo_t> thread_handle::get_info() const
     if (!start || !traceme || !mask || !cancel)
         return td_fail(TD_DBERR);
     info.ti_tid = static_cast<thread_t>(handle_.value);
-    info.ti_lid = *tid != 0 ? *tid : agent_->target().pid();
+    info.ti_lid = *lwp ? (*lwp)->value : agent_->target().pid();
     info.ti_startfunc = reinterpret_cast<psaddr_t>(start->value);
     info.ti_traceme = *traceme ? 1 : 0;
     info.ti_events = *mask;

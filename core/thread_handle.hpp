@@ -4,6 +4,8 @@
 // function per file (core/td_thr_*.cpp).
 #pragma once
 
+#include <optional>
+
 #include <thread_db.h>
 
 #include "base/types.hpp"
@@ -37,9 +39,22 @@ public:
     /// the thread off the message list wherever it sits. TD_NOMSG if empty.
     td_result<td_message> event_getmsg() const;
 
-    /// td_thr_get_info: ti_tid (the handle), ti_lid, ti_startfunc, ti_state,
-    /// ti_traceme, ti_events, ti_type; other fields zero.
+    /// td_thr_get_info: ti_tid (the handle), ti_lid (lwp(), or the process ID
+    /// when no LWP runs the thread, as glibc reports a cleared tid),
+    /// ti_startfunc, ti_state, ti_traceme, ti_events, ti_type; other fields
+    /// zero. TD_BADTH when the record cannot be read, TD_DBERR when part of it
+    /// cannot.
     td_result<td_thrinfo_t> get_info() const;
+
+    /// The LWP that runs this thread now, as a TID of tdctl's PID namespace
+    /// (the record's tid is the target's own: mapped through NSpid), or
+    /// std::nullopt when none does: the thread has ended and its record waits
+    /// to be joined (tid 0, or -1 while pthread_join frees it; glibc after
+    /// 2.42 keeps the tid, so also when no LWP of the target has that TID, or
+    /// the LWP that has it runs another record), or it is not cloned yet. A
+    /// null handle is the process's only thread. TD_BADTH when the record
+    /// cannot be read.
+    td_result<std::optional<tid_t>> lwp() const;
 
     bool operator==(const thread_handle& o) const { return handle_ == o.handle_; }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <thread_db.h>
@@ -14,6 +15,9 @@ namespace tdctl::events {
 struct event_message {
     td_event_e event = TD_EVENT_NONE;
     tid_t tid;                  ///< the LWP the message is about (0 when unknown)
+    /// The same LWP's TID in the target's PID namespace (gettid() there, from
+    /// NSpid), set only when that namespace is not tdctl's (a container).
+    std::optional<pid_t> ns_tid;
     target_addr handle;         ///< thread handle: struct pthread address (nptl) or agent record
     std::uint64_t data = 0;     ///< td_event_msg_t.msg.data (for TD_CREATE/TD_DEATH: a handle)
     tid_t reporter;             ///< the LWP that hit the reporting address (0 for a manual getmsg)

@@ -113,6 +113,7 @@ std::string format_event_text(const event_message& msg) {
     } else {
         line += '?';
     }
+    if (msg.ns_tid) line += fmt::format(" ns-tid {}", *msg.ns_tid);
     if (!msg.name.empty()) line += fmt::format(" ({})", printable_name(msg.name));
     line += fmt::format(" handle {:#x} data {:#x}", msg.handle.value, msg.data);
     if (msg.reporter.value != 0) line += fmt::format(" reporter {}", msg.reporter.value);
@@ -125,6 +126,7 @@ json_record event_to_json(const event_message& msg) {
     record["type"] = "event";
     record["event"] = event_name(msg.event);
     record["tid"] = msg.tid.value;
+    if (msg.ns_tid) record["ns_tid"] = *msg.ns_tid;
     record["name"] = msg.name;
     record["handle"] = hex_addr(msg.handle.value);
     record["data"] = hex_addr(msg.data);

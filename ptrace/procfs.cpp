@@ -148,6 +148,11 @@ status_info parse_status(std::string_view text)
             st.nonvoluntary_ctxt_switches = to_number<std::uint64_t>(value);
         else if (key == "Threads")
             st.threads = to_number<int>(value);
+        else if (key == "NSpid") {
+            st.ns_pids.clear();
+            for (auto w : split_words(value))
+                st.ns_pids.push_back(to_number<pid_t>(w));
+        }
     }
     return st;
 }

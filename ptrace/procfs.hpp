@@ -38,6 +38,11 @@ struct status_info {
     std::uint64_t voluntary_ctxt_switches = 0;
     std::uint64_t nonvoluntary_ctxt_switches = 0;
     int threads = 0;                ///< Threads:
+    /// NSpid: the task's ID in each PID namespace it belongs to, from the one
+    /// this /proc was mounted for (the host's, for tdctl) to its own
+    /// innermost one, which is what gettid() returns inside it. One entry
+    /// when both are the same namespace; empty on kernels before 4.1.
+    std::vector<pid_t> ns_pids;
 };
 status_info parse_status(std::string_view text);
 std::optional<status_info> read_status(pid_t pid);

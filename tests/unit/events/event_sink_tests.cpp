@@ -142,6 +142,16 @@ TEST_CASE("JSON sink: exact line for the documented example") {
           "\n");
 }
 
+TEST_CASE("a target in another PID namespace: its own TID beside the LWP, in JSON and text") {
+    auto m = sample_create();
+    m.ns_tid = 7;
+    CHECK(ev::json_line(ev::event_to_json(m)) ==
+          R"({"type":"event","event":"TD_CREATE","tid":1234,"ns_tid":7,"name":"worker 1","handle":"0x7f12","data":"0x7f12","reporter":1230,"time":1.234567})"
+          "\n");
+    CHECK(ev::format_event_text(m) ==
+          "[   1.234567] TD_CREATE      tid 1234 ns-tid 7 (worker 1) handle 0x7f12 data 0x7f12 reporter 1230");
+}
+
 TEST_CASE("JSON sink: each line parses back with keys in order and the right values") {
     memory_stream out;
     auto sink = ev::make_jsonl_sink(out.file());

@@ -4,6 +4,7 @@
 #include <string>
 #include <sys/auxv.h>
 #include <unistd.h>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -57,6 +58,25 @@ TEST_CASE("status fields")
     CHECK(st.cap_effective == 0x1ffffffffffULL);
     CHECK(st.voluntary_ctxt_switches == 17);
     CHECK(st.nonvoluntary_ctxt_switches == 4);
+    CHECK(st.ns_pids.empty());   // no NSpid line (kernels before 4.1)
+}
+
+TEST_CASE("status NSpid: one ID per PID namespace, the host's first, the task's own last")
+{
+    auto nested = procfs::parse_status("Name:\tsleeper\nNSpid:\t10518\t2\nNSsid:\t10510\t0\n");
+    CHECK(nested.ns_pids == std::vector<pid_t>{10518, 2});
+    auto twice = procfs::parse_status("NSpid:\t40000\t310\t7\n");
+    CHECK(twice.ns_pids == std::vector<pid_t>{40000, 310, 7});
+    auto same = procfs::parse_status("Pid:\t99\nNSpid:\t99\n");
+    CHECK(same.ns_pids == std::vector<pid_t>{99});
+}
+
+TEST_CASE("NSpid of this process: its own PID first (tests run in the namespace their /proc shows)")
+{
+    auto st = procfs::read_status(getpid());
+    REQUIRE(st);
+    REQUIRE_FALSE(st->ns_pids.empty());
+    CHECK(st->ns_pids.front() == getpid());
 }
 
 TEST_CASE("auxv of this process matches getauxval")
