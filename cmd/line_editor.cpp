@@ -213,6 +213,10 @@ void line_editor::redraw()
 
 std::optional<std::string> line_editor::read_line()
 {
+    // el_wgets draws the prompt before it sets the terminal up for editing;
+    // set up first, so that no key is taken by the terminal's own line
+    // editing and no stop can fall between the two.
+    el_wset(el_, EL_PREP_TERM, 1);
     int count = 0;
     const wchar_t* text = el_wgets(el_, &count);
     const bool cancelled = cancel_step_ == 2;

@@ -44,6 +44,8 @@ public:
     /// One line without its newline; a non-blank line also goes into the
     /// history. An empty string after Ctrl-C. nullopt at end of input (Ctrl-D
     /// on an empty line, the terminal closed) or when the wait said `end`.
+    /// Sets the terminal's modes for editing first: call it only while tdctl
+    /// owns the terminal.
     std::optional<std::string> read_line();
 
     /// While a line is being edited, output goes above it: before_output()

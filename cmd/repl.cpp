@@ -79,6 +79,7 @@ private:
     output& out_;
     signal_source& signals_;
     bool owned_ = true;  ///< tdctl owned the terminal when it last looked
+    bool noted_background_ = false;
 };
 
 repl::event repl::wait_once(bool read_terminal, int timeout_ms)
@@ -118,14 +119,13 @@ void repl::wait_for_hangup_signal()
 
 bool repl::wait_for_terminal()
 {
-    bool noted = false;
     while (going_on()) {
         if (owns_terminal(STDIN_FILENO))
             return true;
-        if (!noted) {
+        if (!noted_background_) {
             out_.note("tdctl is in the background: the prompt comes when it is brought to the foreground (fg); "
                       "the target runs meanwhile");
-            noted = true;
+            noted_background_ = true;
         }
         // A Ctrl-C here was typed for the foreground job, not for tdctl.
         wait_once(false, foreground_check_ms);
@@ -169,10 +169,13 @@ command_status repl::run()
     command_status last = command_status::ok;
     int line_no = 0;
     while (going_on()) {
+        // libedit sets the terminal's modes as it starts and as each line
+        // begins: only while the terminal is tdctl's (a command may have been
+        // stopped with Ctrl-Z and sent to the background).
+        if (!wait_for_terminal())
+            break;
+        owned_ = true;
         if (!editor) {
-            // libedit reads and sets the terminal's modes as it starts.
-            if (!wait_for_terminal())
-                break;
             editor.emplace(prompt_text, history_path(), [this] { return wait_for_key(); });
             g_editor = &*editor;
             out_.set_prompt_hooks(before_print, after_print);

@@ -299,6 +299,11 @@ TEST_SUITE("terminal")
         REQUIRE_MESSAGE(shell.wait_for("in the background", 20s), shell.tail());
         shell.type("fg\n");
         REQUIRE_MESSAGE(shell.wait_for(prompt, 10s), shell.tail());
+        // The terminal is set up for editing before the prompt shows: keys
+        // typed at once are libedit's, not the terminal's line editing.
+        // (The prompt came first: a Ctrl-Z, then `bg`, in between let tdctl
+        // set the shell's terminal to raw mode from the background.)
+        CHECK((shell.modes().c_lflag & ICANON) == 0);
         shell.type("thr");
         REQUIRE(shell.wait_for("thr", 10s));
         shell.type("\x1a");
@@ -307,12 +312,15 @@ TEST_SUITE("terminal")
         REQUIRE_MESSAGE(shell.wait_for("job continued", 10s), shell.tail());
         target.skip_ticks();
         CHECK_MESSAGE(target.runs(30, 20s), "the target is held while tdctl is in the background:\n", shell.tail());
+        // The terminal is the shell's again, in the shell's modes.
+        CHECK((shell.modes().c_lflag & ICANON) != 0);
         // What is typed now is the shell's; tdctl must leave it there.
         shell.type("hello\n");
         REQUIRE_MESSAGE(shell.wait_for("error hello", 10s), shell.tail());
         shell.type("fg\n");
         REQUIRE_MESSAGE(shell.wait_for("job foreground", 10s), shell.tail());
         REQUIRE_MESSAGE(shell.wait_for(std::string(prompt) + "thr", 10s), "no prompt after fg:\n", shell.tail());
+        CHECK((shell.modes().c_lflag & ICANON) == 0);
         shell.type("eads\r");
         REQUIRE_MESSAGE(shell.wait_for("TRACEME", 10s), shell.tail());
         REQUIRE(shell.wait_for(prompt, 10s));
