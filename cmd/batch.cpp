@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "cmd/terminal.hpp"
 #include "ptrace/waiter.hpp"
 
 namespace tdctl::cmd {
@@ -51,16 +52,19 @@ void batch::note_not_run(const std::vector<script_line>& rest)
             commands.push_back(&l);
     if (commands.empty())
         return;
-    out_.note(fmt::format("the target has exited; {} command{} not run, from `{}` ({})", commands.size(),
-                          commands.size() == 1 ? "" : "s", commands.front()->text, commands.front()->where));
+    out_.note(fmt::format("{}; {} command{} not run, from `{}` ({})",
+                          run_.target_exit_status() ? "the target has exited" : "detached from the target",
+                          commands.size(), commands.size() == 1 ? "" : "s", commands.front()->text,
+                          commands.front()->where));
 }
 
 bool batch::run_lines(const std::vector<script_line>& lines)
 {
     for (std::size_t i = 0; i < lines.size(); ++i) {
         run_.poll_target();
-        if (!run_.has_target() && run_.target_exit_status()) {
-            // The target is gone; later commands have nothing to act on.
+        if (!run_.has_target()) {
+            // The target is gone or detached (`detach` ends the session);
+            // later commands have nothing to act on.
             note_not_run({lines.begin() + static_cast<std::ptrdiff_t>(i), lines.end()});
             return false;
         }
@@ -90,16 +94,19 @@ bool batch::run_stdin(core::session& session, signal_source& signals)
             return false;
         if (eof)
             return true;
-        if (!run_.has_target() && run_.target_exit_status())
-            return false;  // nothing left to act on; the input is not read further
+        if (!run_.has_target())
+            return false;  // exited or detached: nothing left to act on; the input is not read further
 
-        pollfd fds[3] = {{STDIN_FILENO, POLLIN, 0}, {signals.fd(), POLLIN, 0}, {-1, POLLIN, 0}};
-        if (run_.has_target())
-            fds[2].fd = session.wait_fd();
+        // A terminal is read only while tdctl is in its foreground; from the
+        // background it looks again now and then (`fg` sends no signal).
+        const bool readable = owns_terminal(STDIN_FILENO);
+        pollfd fds[3] = {{readable ? STDIN_FILENO : -1, POLLIN, 0}, {signals.fd(), POLLIN, 0},
+                         {session.wait_fd(), POLLIN, 0}};
         // Stops already collected are serviced without sleeping.
-        // With a target, stops are looked for again at least every repoll_ms.
-        int wait_ms = !run_.has_target() ? -1 : session.has_pending() ? 0 : ptrace::waiter::repoll_ms;
-        if (::poll(fds, 3, wait_ms) < 0 && errno != EINTR)
+        // With a target, stops are looked for again at least every repoll_ms
+        // (a SIGCHLD may be late or merged).
+        const int timeout = session.has_pending() ? 0 : ptrace::waiter::repoll_ms;
+        if (::poll(fds, 3, timeout) < 0 && errno != EINTR)
             return true;
         if (int sig = signals.take(); sig != 0) {
             end_signal_ = sig;
@@ -110,9 +117,13 @@ bool batch::run_stdin(core::session& session, signal_source& signals)
         if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
             char buf[4096];
             ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+            // EIO from a terminal that changed hands after the look above
+            // (tdctl went to the background) is not the end of the input.
+            const bool no_data_yet =
+                n < 0 && (errno == EINTR || errno == EAGAIN || (errno == EIO && !owns_terminal(STDIN_FILENO)));
             if (n > 0)
                 pending.append(buf, static_cast<std::size_t>(n));
-            else if (n == 0 || (errno != EINTR && errno != EAGAIN))
+            else if (!no_data_yet)
                 eof = true;
         }
     }

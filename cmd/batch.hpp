@@ -27,13 +27,15 @@ public:
     batch(runner& run, output& out, bool stop_on_failure);
 
     /// Runs the lines in order; false once the batch has ended (a failed
-    /// command, `quit`, a signal, or the target's exit — then the lines not
-    /// run are named in a note).
+    /// command, `quit`, a signal, or the target's exit or `detach` — then the
+    /// lines not run are named in a note).
     bool run_lines(const std::vector<script_line>& lines);
 
-    /// Reads commands from stdin (a pipe or a file) and runs each as soon as
-    /// its line is complete, servicing the target while it waits for input;
-    /// false once the batch has ended, true at end of input.
+    /// Reads commands from stdin (a pipe, a file, or with --batch a
+    /// terminal, read only while tdctl is in its foreground) and runs each as
+    /// soon as its line is complete, servicing the target while it waits for
+    /// input. Stops reading once the target has exited or is detached.
+    /// False once the batch has ended, true at end of input.
     bool run_stdin(core::session& session, signal_source& signals);
 
     /// A command failed (batch exit status 2).

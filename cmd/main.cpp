@@ -33,6 +33,7 @@
 #include "cmd/repl.hpp"
 #include "cmd/runner.hpp"
 #include "cmd/signal_source.hpp"
+#include "cmd/terminal.hpp"
 #include "core/session.hpp"
 #include "events/event_names.hpp"
 #include "ptrace/attach_diagnosis.hpp"
@@ -271,6 +272,10 @@ int main(int argc, char** argv)
             out.error(e.domain() == error_domain::os ? "attach" : "target", e.what());
             return exit_failed;
         }
+        // From here on the terminal never stops tdctl while it holds the
+        // target (a launched program, forked above, keeps the dispositions
+        // tdctl was given).
+        cmd::ignore_terminal_stops();
 
         {
             json_record rec;
@@ -367,10 +372,13 @@ int main(int argc, char** argv)
                     return 128 + sig;
             }
         }
-        if (output_broken())
-            return exit_failed;
+        // A signal's status wins over a failed write: after SIGHUP the
+        // terminal is gone, and writes to it fail because of that.
+        const bool broken = output_broken();
         if (end_signal != 0)
             return 128 + end_signal;
+        if (broken)
+            return exit_failed;
         if (failed)
             return exit_failed;
         if (launched) {

@@ -3,38 +3,42 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <poll.h>
 #include <string>
 #include <unistd.h>
 
-#include <editline/readline.h>
+#include "cmd/line_editor.hpp"
+#include "cmd/terminal.hpp"
+#include "ptrace/waiter.hpp"
 
 namespace tdctl::cmd {
 
 namespace {
 
-// libedit's callback interface takes a plain function: the REPL state it
-// needs lives here for the duration of run_repl().
-runner* g_runner = nullptr;
-bool g_quit = false;
-bool g_prompt_shown = false;
-int g_line_no = 0;
-command_status g_last = command_status::ok;
+const char* const prompt_text = "(tdctl) ";
 
-const char* prompt = "(tdctl) ";
+/// How often tdctl in the background looks whether it is in the foreground
+/// again: a shell's `fg` sends no signal to a job that is running.
+constexpr int foreground_check_ms = 200;
+
+/// After a hangup, how long the SIGHUP that goes with it may take to arrive.
+constexpr int hangup_signal_ms = 100;
+
+// The output's prompt hooks are plain functions: they reach the line editor
+// of the running prompt through this.
+line_editor* g_editor = nullptr;
 
 void before_print()
 {
-    if (g_prompt_shown) {
-        std::fputs("\r\033[K", stdout);
-        std::fflush(stdout);
-    }
+    if (g_editor != nullptr)
+        g_editor->before_output();
 }
 
 void after_print()
 {
-    if (g_prompt_shown)
-        rl_forced_update_display();
+    if (g_editor != nullptr)
+        g_editor->after_output();
 }
 
 std::string history_path()
@@ -43,72 +47,177 @@ std::string history_path()
     return home ? std::string(home) + "/.tdctl_history" : std::string();
 }
 
-void on_line(char* line)
+class repl {
+public:
+    repl(runner& run, core::session& session, output& out, signal_source& signals)
+        : run_(run), session_(session), out_(out), signals_(signals)
+    {
+    }
+
+    command_status run();
+
+private:
+    enum class event { none, key, interrupt, continued };
+
+    /// A target to act on and no signal that ends tdctl.
+    bool going_on() const { return run_.has_target() && !run_.must_exit(); }
+    /// One wait on the terminal (when `read_terminal`), the signalfd and the
+    /// target; services the target and takes a signal that came.
+    event wait_once(bool read_terminal, int timeout_ms);
+    /// The terminal has hung up (its window closed, the connection lost).
+    static bool terminal_hung_up();
+    /// Gives the SIGHUP that comes with a hangup time to arrive: it, not the
+    /// end of input, decides how tdctl ends.
+    void wait_for_hangup_signal();
+    /// Until tdctl owns the terminal, servicing the target; false when the
+    /// session ended meanwhile.
+    bool wait_for_terminal();
+    /// The line editor's wait for a key.
+    line_editor::wake wait_for_key();
+
+    runner& run_;
+    core::session& session_;
+    output& out_;
+    signal_source& signals_;
+    bool owned_ = true;  ///< tdctl owned the terminal when it last looked
+    bool noted_background_ = false;
+};
+
+repl::event repl::wait_once(bool read_terminal, int timeout_ms)
 {
-    if (line == nullptr) {
-        g_quit = true;
-        std::fputc('\n', stdout);
-        return;
+    pollfd fds[3] = {{read_terminal ? STDIN_FILENO : -1, POLLIN, 0}, {signals_.fd(), POLLIN, 0}, {-1, POLLIN, 0}};
+    if (run_.has_target())
+        fds[2].fd = session_.wait_fd();
+    // Stops already collected are serviced without sleeping; with a target,
+    // stops are looked for again at least every repoll_ms, SIGCHLD or not.
+    if (run_.has_target())
+        timeout_ms = session_.has_pending()                                 ? 0
+                     : timeout_ms < 0 || timeout_ms > ptrace::waiter::repoll_ms ? ptrace::waiter::repoll_ms
+                                                                            : timeout_ms;
+    ::poll(fds, 3, timeout_ms);
+    if (fds[0].revents & POLLHUP)
+        wait_for_hangup_signal();
+    int sig = signals_.take();
+    if (sig != 0 && sig != SIGINT)
+        run_.take_signal(sig);
+    if (fds[2].fd >= 0)
+        run_.poll_target();
+    if (signals_.take_continued())
+        return event::continued;
+    if (sig == SIGINT)
+        return event::interrupt;
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR))
+        return event::key;
+    return event::none;
+}
+
+bool repl::terminal_hung_up()
+{
+    pollfd tty{STDIN_FILENO, 0, 0};
+    return ::poll(&tty, 1, 0) == 1 && (tty.revents & POLLHUP) != 0;
+}
+
+void repl::wait_for_hangup_signal()
+{
+    pollfd sig{signals_.fd(), POLLIN, 0};
+    ::poll(&sig, 1, hangup_signal_ms);
+}
+
+bool repl::wait_for_terminal()
+{
+    while (going_on()) {
+        if (owns_terminal(STDIN_FILENO))
+            return true;
+        if (!noted_background_) {
+            out_.note("tdctl is in the background: the prompt comes when it is brought to the foreground (fg); "
+                      "the target runs meanwhile");
+            noted_background_ = true;
+        }
+        // A Ctrl-C here was typed for the foreground job, not for tdctl.
+        wait_once(false, foreground_check_ms);
     }
-    std::string text(line);
-    std::free(line);
-    if (!text.empty())
-        add_history(text.c_str());
-    // libedit leaves the terminal half-prepared between lines in callback
-    // mode; taking the handler down while the command runs and installing it
-    // again afterwards gives a clean prompt and no double echo.
-    rl_callback_handler_remove();
-    g_prompt_shown = false;
-    g_last = g_runner->execute(text, "line " + std::to_string(++g_line_no));
-    if (g_last == command_status::quit || g_runner->must_exit()) {
-        g_quit = true;
-        return;
+    return false;
+}
+
+line_editor::wake repl::wait_for_key()
+{
+    for (;;) {
+        if (!going_on())
+            return line_editor::wake::end;
+        const bool owned = owns_terminal(STDIN_FILENO);
+        if (owned && !owned_) {
+            owned_ = true;
+            return line_editor::wake::redraw;  // back in the foreground
+        }
+        owned_ = owned;
+        switch (wait_once(owned, owned ? -1 : foreground_check_ms)) {
+        case event::key:
+            return line_editor::wake::input;
+        case event::interrupt:
+            if (owned_)
+                return line_editor::wake::interrupt;
+            break;
+        case event::continued:
+            // After a stop (Ctrl-Z, then fg or bg): the shell had the terminal.
+            owned_ = owns_terminal(STDIN_FILENO);
+            if (owned_ && going_on())
+                return line_editor::wake::redraw;
+            break;
+        case event::none:
+            break;
+        }
     }
-    rl_callback_handler_install(prompt, on_line);
-    g_prompt_shown = true;
+}
+
+command_status repl::run()
+{
+    std::optional<line_editor> editor;
+    command_status last = command_status::ok;
+    int line_no = 0;
+    while (going_on()) {
+        // libedit sets the terminal's modes as it starts and as each line
+        // begins: only while the terminal is tdctl's (a command may have been
+        // stopped with Ctrl-Z and sent to the background).
+        if (!wait_for_terminal())
+            break;
+        owned_ = true;
+        if (!editor) {
+            editor.emplace(prompt_text, history_path(), [this] { return wait_for_key(); });
+            g_editor = &*editor;
+            out_.set_prompt_hooks(before_print, after_print);
+        }
+        auto line = editor->read_line();
+        if (!line) {
+            // libedit may see a hangup first (setting the terminal's modes
+            // fails) and end the line without asking for a key.
+            if (going_on() && terminal_hung_up()) {
+                wait_for_hangup_signal();
+                if (int sig = signals_.take(); sig != 0 && sig != SIGINT)
+                    run_.take_signal(sig);
+            }
+            // End of input (Ctrl-D), a signal, the target gone: what follows
+            // (and the shell's prompt) goes below the prompt left on the screen.
+            if (owns_terminal(STDIN_FILENO)) {
+                std::fputc('\n', stdout);
+                std::fflush(stdout);
+            }
+            break;
+        }
+        last = run_.execute(*line, "line " + std::to_string(++line_no));
+        if (last == command_status::quit)
+            break;
+    }
+    out_.set_prompt_hooks(nullptr, nullptr);
+    g_editor = nullptr;
+    editor.reset();
+    return last == command_status::quit ? command_status::ok : last;
 }
 
 }  // namespace
 
 command_status run_repl(runner& run, core::session& session, output& out, signal_source& signals)
 {
-    g_runner = &run;
-    g_quit = false;
-    out.set_prompt_hooks(before_print, after_print);
-    std::string hist = history_path();
-    if (!hist.empty())
-        read_history(hist.c_str());
-    rl_callback_handler_install(prompt, on_line);
-    g_prompt_shown = true;
-
-    while (!g_quit) {
-        pollfd fds[3] = {{STDIN_FILENO, POLLIN, 0}, {signals.fd(), POLLIN, 0}, {-1, POLLIN, 0}};
-        if (run.has_target())
-            fds[2].fd = session.wait_fd();
-        // Stops already collected are serviced without sleeping.
-        ::poll(fds, 3, run.has_target() && session.has_pending() ? 0 : -1);
-        if (int sig = signals.take(); sig != 0) {
-            if (sig == SIGINT) {
-                // Ctrl-C at the prompt clears the line, as in a shell.
-                std::fputs("^C\n", stdout);
-                rl_replace_line("", 0);
-                rl_forced_update_display();
-                continue;
-            }
-            break;
-        }
-        if (fds[2].fd >= 0)
-            run.poll_target();
-        if (fds[0].revents & (POLLIN | POLLHUP | POLLERR))
-            rl_callback_read_char();
-    }
-    if (g_prompt_shown)
-        rl_callback_handler_remove();
-    g_prompt_shown = false;
-    out.set_prompt_hooks(nullptr, nullptr);
-    if (!hist.empty())
-        write_history(hist.c_str());
-    return g_last == command_status::quit ? command_status::ok : g_last;
+    return repl(run, session, out, signals).run();
 }
 
 }  // namespace tdctl::cmd

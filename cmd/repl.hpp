@@ -9,8 +9,12 @@
 
 namespace tdctl::cmd {
 
-/// Runs until `quit`, end of input, SIGTERM/SIGHUP, or a failed attach.
-/// Returns the status of the last command.
+/// Runs the prompt on the terminal on stdin until `quit`, end of input
+/// (Ctrl-D), SIGTERM/SIGHUP (recorded in `run`: must_exit()), or the end of
+/// the target (`detach`, `kill`, its exit). While tdctl is in the background
+/// of its terminal it shows no prompt and reads nothing, servicing the target
+/// until it is brought to the foreground. Returns the status of the last
+/// command.
 command_status run_repl(runner& run, core::session& session, output& out, signal_source& signals);
 
 }  // namespace tdctl::cmd

@@ -247,6 +247,13 @@ run_end runner::run_until(std::optional<double> seconds,
     }
 }
 
+void runner::take_signal(int sig)
+{
+    last_signal_ = sig;
+    if (sig != SIGINT)
+        must_exit_ = true;
+}
+
 void runner::poll_target()
 {
     if (has_target()) {

@@ -43,6 +43,9 @@ public:
     int last_signal() const { return last_signal_; }
     /// A SIGTERM or SIGHUP arrived: the caller should detach and exit.
     bool must_exit() const { return must_exit_; }
+    /// A signal taken outside a command (at the prompt, while waiting for
+    /// input): SIGTERM and SIGHUP end the session as they do during one.
+    void take_signal(int sig);
 
     /// Raw wait status once the target has exited.
     std::optional<int> target_exit_status() const { return exit_status_; }

@@ -16,8 +16,9 @@ signal_source::signal_source()
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGCONT);
     if (int err = pthread_sigmask(SIG_BLOCK, &set, nullptr); err != 0)
-        throw error::from_errno(err, "blocking SIGINT/SIGTERM/SIGHUP");
+        throw error::from_errno(err, "blocking SIGINT/SIGTERM/SIGHUP/SIGCONT");
     std::signal(SIGPIPE, SIG_IGN);
     int fd = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     if (fd < 0)
@@ -28,9 +29,19 @@ signal_source::signal_source()
 int signal_source::take()
 {
     signalfd_siginfo info{};
-    if (::read(fd_.get(), &info, sizeof info) == sizeof info)
-        return static_cast<int>(info.ssi_signo);
+    while (::read(fd_.get(), &info, sizeof info) == sizeof info) {
+        if (info.ssi_signo != SIGCONT)
+            return static_cast<int>(info.ssi_signo);
+        continued_ = true;
+    }
     return 0;
+}
+
+bool signal_source::take_continued()
+{
+    bool was = continued_;
+    continued_ = false;
+    return was;
 }
 
 }  // namespace tdctl::cmd

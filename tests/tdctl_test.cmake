@@ -13,4 +13,14 @@ function(tdctl_add_test name)
   if(T_LABELS)
     set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}")
   endif()
+  if(name IN_LIST TDCTL_SANITIZER_TESTS)
+    set_property(TEST ${name} APPEND PROPERTY LABELS sanitize)
+  endif()
+  if(TDCTL_SANITIZE)
+    # A report (leaks included) ends the program with a stack; the tdctl a
+    # test runs inherits the same options.
+    set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT
+      "ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1"
+      "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+  endif()
 endfunction()

@@ -9,8 +9,6 @@
 #include <thread>
 #include <vector>
 
-#include <poll.h>
-#include <pty.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "tests/integration/integration_support.hpp"
+#include "tests/integration/pty_process.hpp"
 
 using namespace tdctl::test;
 using namespace tdctl::itest;
@@ -53,82 +52,6 @@ while time.time() < end:
     REQUIRE(target.require_line(20s) == "ready");
     return target;
 }
-
-/// A process on a pseudo-terminal: what a user at a terminal sees and types.
-class pty_process {
-public:
-    explicit pty_process(const std::vector<std::string>& argv)
-    {
-        pid_ = ::forkpty(&master_, nullptr, nullptr, nullptr);
-        REQUIRE(pid_ >= 0);
-        if (pid_ == 0) {
-            std::vector<char*> args;
-            for (const auto& a : argv)
-                args.push_back(const_cast<char*>(a.c_str()));
-            args.push_back(nullptr);
-            ::execv(args[0], args.data());
-            ::_exit(127);
-        }
-    }
-    ~pty_process()
-    {
-        if (pid_ > 0 && !reaped_) {
-            ::kill(pid_, SIGKILL);
-            ::waitpid(pid_, nullptr, 0);
-        }
-        ::close(master_);
-    }
-    pty_process(const pty_process&) = delete;
-    pty_process& operator=(const pty_process&) = delete;
-
-    /// Reads the terminal until `text` appears after what earlier calls
-    /// consumed; false after `timeout`.
-    bool wait_for(std::string_view text, milliseconds timeout)
-    {
-        auto deadline = std::chrono::steady_clock::now() + timeout;
-        for (;;) {
-            if (auto at = screen_.find(text, consumed_); at != std::string::npos) {
-                consumed_ = at + text.size();
-                return true;
-            }
-            auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-            if (left.count() <= 0)
-                return false;
-            pollfd p{master_, POLLIN, 0};
-            if (::poll(&p, 1, static_cast<int>(left.count())) <= 0)
-                continue;
-            char buf[4096];
-            ssize_t n = ::read(master_, buf, sizeof buf);
-            if (n <= 0)
-                return false;
-            screen_.append(buf, static_cast<std::size_t>(n));
-        }
-    }
-    void type(std::string_view keys) { REQUIRE(::write(master_, keys.data(), keys.size()) == static_cast<ssize_t>(keys.size())); }
-
-    /// The exit status (raw), waiting at most `timeout`, draining the terminal.
-    std::optional<int> wait_exit(milliseconds timeout)
-    {
-        auto deadline = std::chrono::steady_clock::now() + timeout;
-        while (std::chrono::steady_clock::now() < deadline) {
-            int status = 0;
-            if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-                reaped_ = true;
-                return status;
-            }
-            wait_for("\x01never\x01", 50ms);
-        }
-        return std::nullopt;
-    }
-    const std::string& screen() const { return screen_; }
-
-private:
-    int master_ = -1;
-    pid_t pid_ = -1;
-    bool reaped_ = false;
-    std::string screen_;
-    std::size_t consumed_ = 0;
-};
 
 }  // namespace
 
@@ -244,6 +167,42 @@ TEST_SUITE("cli regressions")
             CHECK(tdctl.require_exit(20s).is_success());
             CHECK(tracer_pid(target.pid()) == 0);
         }
+    }
+
+    // Commands piped on stdin went on being read after `detach`, until end
+    // of input: tdctl stayed with nothing to act on as long as the writer
+    // kept the pipe open.
+    TEST_CASE("stdin: `detach` ends the session while the input is still open")
+    {
+        require_attach();
+        auto target = child_process::spawn({fixture_path("sleeper"), "2"});
+        REQUIRE(wait_until([&] { return task_tids(target.pid()).size() == 3; }, 10s));
+        auto tdctl = child_process::spawn({tdctl_path(), "--json", "-p", std::to_string(target.pid())});
+        REQUIRE(tdctl.write_stdin("detach\n"));
+        // stdin stays open: the session must end by itself.
+        auto status = tdctl.wait_exit(20s);
+        REQUIRE_MESSAGE(status.has_value(), "tdctl still reads stdin after detach; stderr: ", tdctl.stderr_text());
+        CHECK(status->is_success());
+        auto records = parse_records(tdctl.stdout_text());
+        CHECK(records_of_type(records, "detached").size() == 1);
+        CHECK(records_of_type(records, "error").empty());
+        CHECK(tracer_pid(target.pid()) == 0);
+    }
+
+    // `-e detach -e threads` ran `threads` after the detach, which failed and
+    // made the run exit 2.
+    TEST_CASE("-e: commands after `detach` are named as not run; exit 0")
+    {
+        require_attach();
+        auto target = child_process::spawn({fixture_path("sleeper"), "2"});
+        REQUIRE(wait_until([&] { return task_tids(target.pid()).size() == 3; }, 10s));
+        auto run = run_tdctl({"-p", std::to_string(target.pid()), "-e", "detach", "-e", "threads"}, 30s);
+        INFO(run.describe());
+        CHECK(run.result.status.exit_code() == 0);
+        CHECK(run.result.out.find("detached from the target; 1 command not run, from `threads` (-e 2)") !=
+              std::string::npos);
+        CHECK(run.result.out.find("TRACEME") == std::string::npos);
+        CHECK(tracer_pid(target.pid()) == 0);
     }
 
     // JSON gaps: the process total of `rusage collect all` existed in text
