@@ -55,11 +55,13 @@ int exit_code_of(pid_t tracer, int raw)
             int sig = static_cast<int>(info.ssi_signo);
             if (sig == SIGCHLD)
                 continue;
-            // si_code <= 0: sent by a process (kill, sigqueue, tgkill); the
-            // terminal's signals carry SI_KERNEL and reached a tracer in the
-            // same session by themselves.
+            // si_code <= 0: sent by a process (kill, sigqueue, tgkill). The
+            // terminal's Ctrl-C and Ctrl-\ carry SI_KERNEL and reach a tracer
+            // in the same process group by themselves; a hangup goes to the
+            // session leader alone, so it is always passed on (a second
+            // SIGHUP or SIGTERM ends tdctl no differently than one).
             bool from_process = static_cast<int>(info.ssi_code) <= 0;
-            if (from_process || own_session)
+            if (from_process || own_session || sig == SIGHUP || sig == SIGTERM)
                 ::kill(tracer, sig);
         }
         int raw = 0;

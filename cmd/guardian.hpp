@@ -23,8 +23,9 @@ namespace tdctl::cmd {
 /// process group (a job runner's kill of the group) do not reach it; for
 /// runs that neither prompt on nor launch a program into the terminal.
 /// Signals sent to the guardian with kill() (SIGINT, SIGTERM, SIGHUP,
-/// SIGQUIT) are passed on; signals from the terminal are passed on only
-/// when the tracer is in its own session (otherwise it got them too).
+/// SIGQUIT) are passed on, and so is the terminal's hangup (sent to the
+/// session leader only); the terminal's SIGINT and SIGQUIT are passed on
+/// only when the tracer is in its own session (otherwise it got them too).
 /// Throws tdctl::error (os) when fork or the signal set-up fails.
 void split_off_tracer(bool own_session);
 

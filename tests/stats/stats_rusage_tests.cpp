@@ -587,7 +587,11 @@ TEST_CASE("lwpinfo: lwp_utime + lwp_stime grow by the CPU time schedstat shows; 
     CHECK(got == doctest::Approx(cpu).epsilon(0.10));
     double du = static_cast<double>(l1.utime.tv_sec - l0.utime.tv_sec) * ns_per_s +
                 static_cast<double>(l1.utime.tv_nsec - l0.utime.tv_nsec);
-    CHECK(du >= 0.8 * got);
+    // The kernel splits a task's runtime into user and system time in the
+    // ratio of its sampled ticks (cputime_adjust): over ~50 ticks on a busy
+    // host, interrupts and the tracer's stops can put a fifth of them in
+    // system time even for a pure spin.
+    CHECK(du >= 0.7 * got);
 
     // System time: reading /dev/zero for 600 ms.
     auto l2 = times();
