@@ -64,9 +64,24 @@ td_status event_protocol::write_global_mask(const td_thr_events_t& mask)
 {
     if (layout_.global_mask.is_null())
         return td_fail(TD_DBERR);
-    if (!target_.memory().write(layout_.global_mask, std::as_bytes(std::span(mask.event_bits))))
+    if (!write_setting(layout_.global_mask, std::as_bytes(std::span(mask.event_bits)), change_kind::global_mask))
         return td_fail(TD_DBERR);
     return {};
+}
+
+bool event_protocol::write_setting(target_addr address, std::span<const std::byte> bytes, change_kind kind,
+                                   target_addr record)
+{
+    if (journal_ == nullptr)
+        return target_.memory().write(address, bytes);
+    std::optional<change_guard> guard;
+    if (!record.is_null() && !journal_->contains(address)) {
+        // Put back only while the record still belongs to this thread.
+        auto tid = read_uint(target_.memory(), record + layout_.tid.offset, layout_.tid.element_bytes());
+        if (tid)
+            guard = change_guard::on(record + layout_.tid.offset, static_cast<std::int32_t>(*tid));
+    }
+    return journal_->write(address, bytes, kind, guard);
 }
 
 td_result<bool> event_protocol::read_report_events(target_addr handle)
@@ -79,8 +94,11 @@ td_result<bool> event_protocol::read_report_events(target_addr handle)
 
 td_status event_protocol::write_report_events(target_addr handle, bool on)
 {
-    if (!write_uint(target_.memory(), handle + layout_.report_events.offset, layout_.report_events.element_bytes(),
-                    on ? 1 : 0))
+    const std::uint32_t n = layout_.report_events.element_bytes();
+    const std::uint64_t v = on ? 1 : 0;
+    if (n == 0 || n > 8 ||
+        !write_setting(handle + layout_.report_events.offset, std::as_bytes(std::span(&v, 1)).first(n),
+                       change_kind::thread_enable, handle))
         return td_fail(TD_DBERR);
     return {};
 }
@@ -100,7 +118,7 @@ td_status event_protocol::write_initial_report_events(bool on)
     if (!layout_.initial_report_events)
         return td_fail(TD_NOCAPAB);
     std::uint8_t v = on ? 1 : 0;
-    if (!target_.memory().write_value(*layout_.initial_report_events, v))
+    if (!write_setting(*layout_.initial_report_events, std::as_bytes(std::span(&v, 1)), change_kind::initial_flag))
         return td_fail(TD_DBERR);
     return {};
 }
@@ -115,7 +133,8 @@ td_result<td_thr_events_t> event_protocol::read_thread_mask(target_addr handle)
 
 td_status event_protocol::write_thread_mask(target_addr handle, const td_thr_events_t& mask)
 {
-    if (!target_.memory().write(handle + layout_.eventmask.offset, std::as_bytes(std::span(mask.event_bits))))
+    if (!write_setting(handle + layout_.eventmask.offset, std::as_bytes(std::span(mask.event_bits)),
+                       change_kind::thread_mask, handle))
         return td_fail(TD_DBERR);
     return {};
 }

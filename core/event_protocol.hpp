@@ -12,6 +12,7 @@
 
 #include <thread_db.h>
 
+#include "base/change_journal.hpp"
 #include "base/types.hpp"
 #include "core/db_descriptor.hpp"
 #include "core/target_access.hpp"
@@ -87,6 +88,12 @@ public:
     const protocol_layout& layout() const { return layout_; }
     target_access& target() { return target_; }
 
+    /// From now on, every write of a mask or flag (global mask, thread mask,
+    /// enable flag, initial-report flag) is recorded in `journal` before it
+    /// is made, a thread record's guarded by its tid field. nullptr: plain
+    /// writes (hosted tests, a target without a journal).
+    void set_journal(change_journal* journal) { journal_ = journal; }
+
     td_result<td_thr_events_t> read_global_mask();
     td_status write_global_mask(const td_thr_events_t& mask);
 
@@ -135,7 +142,12 @@ private:
     /// Ends the list at `link` (the head variable or a record's nextevent):
     /// the record it points to can no longer be read.
     td_status cut_unmapped(target_addr link);
+    /// Writes a mask or flag, through the journal when there is one.
+    /// `record`: the thread record the field belongs to (guard on its tid).
+    bool write_setting(target_addr address, std::span<const std::byte> bytes, change_kind kind,
+                       target_addr record = {});
     target_access& target_;
+    change_journal* journal_ = nullptr;
     protocol_layout layout_;
 };
 

@@ -68,6 +68,8 @@ void session::load_symbols()
     auto agent = thread_agent::create(*this, &no_agent_reason_);
     if (agent)
         agent_ = std::move(*agent);
+    if (agent_ && process_->is_alive())
+        agent_->protocol().set_journal(&process_->journal());
     listed_at_attach_.clear();
     if (agent_)
         if (auto listed = agent_->protocol().message_list())
@@ -266,10 +268,17 @@ void session::restore_record(target_addr handle, unsigned fields)
     if (it == record_original_.end() || !agent_)
         return;
     auto& p = agent_->protocol();
-    if (fields & journal_enable)
+    // Back to the record's own value, which the change journal then forgets:
+    // the record may go to glibc's cache and serve another thread.
+    auto& journal = process_->journal();
+    if (fields & journal_enable) {
         (void)p.write_report_events(handle, it->second.report_events);
-    if (fields & journal_mask)
+        journal.forget(handle + p.layout().report_events.offset);
+    }
+    if (fields & journal_mask) {
         (void)p.write_thread_mask(handle, it->second.mask);
+        journal.forget(handle + p.layout().eventmask.offset);
+    }
 }
 
 void session::restore_settings()
@@ -289,6 +298,10 @@ void session::restore_settings()
     for (const auto& [handle, fields] : touched_)
         if (live.contains(handle))
             restore_record(handle, fields);
+    // What is left: records of threads that are gone (their guard no longer
+    // holds) and values already back.
+    process_->journal().restore_kinds({change_kind::global_mask, change_kind::initial_flag,
+                                       change_kind::thread_mask, change_kind::thread_enable});
     journal_global_.reset();
     journal_initial_.reset();
     touched_.clear();

@@ -16,7 +16,7 @@ const char* step_over_name(step_over_kind k)
     return "?";
 }
 
-void breakpoint_site::insert(target_memory& mem)
+void breakpoint_site::insert(target_memory& mem, change_journal& journal)
 {
     if (inserted_)
         return;
@@ -28,6 +28,9 @@ void breakpoint_site::insert(target_memory& mem)
         throw error::target(fmt::format("code at {} already holds a breakpoint (another debugger?)", addr_));
     kind_ = classify_site(std::span<const std::byte>(code.data(), n), function_size_, patch_, patch_len_);
     std::copy_n(code.begin(), patch_len_, saved_.begin());
+    journal.note(addr_, std::span<const std::byte>(saved_.data(), patch_len_),
+                 std::span<const std::byte>(patch_.data(), patch_len_), change_kind::code, std::nullopt,
+                 kind_ == step_over_kind::resume_in_place ? journal_slot::landing_tail : 0);
     // Padding byte first: the trap byte must never precede the ret it lands on.
     if (patch_len_ == 2 && !mem.write(addr_ + 1, std::span<const std::byte>(&patch_[1], 1)))
         throw error::from_errno(EFAULT, fmt::format("cannot write breakpoint at {}", addr_));
@@ -36,15 +39,12 @@ void breakpoint_site::insert(target_memory& mem)
     inserted_ = true;
 }
 
-bool breakpoint_site::remove(target_memory& mem)
+bool breakpoint_site::remove(change_journal& journal)
 {
     if (!inserted_)
         return true;
-    bool ok = mem.write(addr_, std::span<const std::byte>(&saved_[0], 1));
-    if (patch_len_ == 2)
-        ok = mem.write(addr_ + 1, std::span<const std::byte>(&saved_[1], 1)) && ok;
     inserted_ = false;
-    return ok;
+    return journal.restore(addr_).failed == 0;
 }
 
 bool breakpoint_site::lift(target_memory& mem)

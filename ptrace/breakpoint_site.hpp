@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 
+#include "base/change_journal.hpp"
 #include "base/target_memory.hpp"
 #include "base/types.hpp"
 
@@ -40,13 +41,15 @@ class breakpoint_site {
 public:
     breakpoint_site(target_addr addr, std::uint64_t function_size) : addr_(addr), function_size_(function_size) {}
 
-    /// Reads the original bytes, chooses the step-over and writes the patch.
+    /// Reads the original bytes, chooses the step-over, journals the change
+    /// (before any byte is written) and writes the patch through `mem`.
     /// Throws tdctl::error if the bytes cannot be read or written.
-    void insert(target_memory& mem);
+    void insert(target_memory& mem, change_journal& journal);
 
-    /// Writes the original bytes back (first byte first, so a thread never sees
-    /// a half-restored site). False if the write failed (process gone).
-    bool remove(target_memory& mem);
+    /// Writes the original bytes back through the journal (first byte first,
+    /// so a thread never sees a half-restored site). False if the write
+    /// failed (process gone).
+    bool remove(change_journal& journal);
 
     /// Writes the patch again after a single-step over the original bytes.
     bool reinsert(target_memory& mem);

@@ -74,6 +74,8 @@ traced_process::traced_process(pid_t pid, bool launched)
 
 traced_process::~traced_process()
 {
+    if (gone_ && journal_)
+        journal_->forget_all();  // the memory it describes is gone
     if (gone_ || detached_)
         return;
     try {
@@ -156,6 +158,7 @@ std::unique_ptr<traced_process> traced_process::attach(pid_t pid, int cancel_fd)
     // Needed by the wait loop as soon as any task is ours (clone events read
     // the parent's memory), including when a later step of attach fails.
     p->memory_ = std::make_unique<process_memory>(pid);
+    p->journal_ = std::make_unique<change_journal>(*p->memory_, pid);
     // Threads are born and die while we attach: repeat until a pass adds none.
     for (int pass = 0; pass < 1000; ++pass) {
         bool added = false;
@@ -275,6 +278,7 @@ std::unique_ptr<traced_process> traced_process::launch(const launch_options& opt
     auto& leader = *p->tasks_.at(tid_t{child});
     leader.stopped = true;
     p->memory_ = std::make_unique<process_memory>(child);
+    p->journal_ = std::make_unique<change_journal>(*p->memory_, child);
     p->run_to_entry();
     return p;
 }
@@ -331,7 +335,7 @@ void traced_process::run_to(target_addr where, const char* what)
         }
     }
     // Leave the site's reason count at zero and its bytes restored.
-    sites_.at(where).site->remove(*memory_);
+    sites_.at(where).site->remove(*journal_);
     sites_.erase(where);
     run_to_reached_ = where;
     stop_all();
@@ -345,7 +349,7 @@ const breakpoint_site& traced_process::add_breakpoint(target_addr addr, std::uin
     auto it = sites_.find(addr);
     if (it == sites_.end()) {
         auto site = std::make_unique<breakpoint_site>(addr, function_size);
-        site->insert(*memory_);
+        site->insert(*memory_, *journal_);
         log::debug("breakpoint {}", site->describe());
         it = sites_.emplace(addr, site_entry{std::move(site), 0}).first;
     }
@@ -362,7 +366,7 @@ void traced_process::remove_breakpoint(target_addr addr)
         return;
     clear_threads_from(*it->second.site);
     if (!gone_)
-        it->second.site->remove(*memory_);
+        it->second.site->remove(*journal_);
     sites_.erase(it);
 }
 
@@ -826,6 +830,7 @@ std::optional<stop_event> traced_process::on_exec(tid_t tid)
                                 [](const stop_event& e) { return e.kind != stop_kind::process_exited; }),
                  queue_.end());
     memory_->reopen();
+    journal_->forget_all();  // the old image's changes went with it
     task& t = *find_task(leader);
     t.stopped = true;
     t.trap_site = {};
@@ -1076,7 +1081,7 @@ void traced_process::detach()
     for (auto& [tid, t] : tasks_)
         consume_owed_sigtrap(*t);
     for (auto& [addr, e] : sites_)
-        e.site->remove(*memory_);
+        e.site->remove(*journal_);
     sites_.clear();
     std::vector<tid_t> dying, in_vfork;
     for (auto& [tid, t] : tasks_) {

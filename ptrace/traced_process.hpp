@@ -93,6 +93,9 @@ public:
     bool is_alive() const { return !gone_; }
     bool is_detached() const { return detached_; }
     process_memory& memory() { return *memory_; }
+    /// Every change to the target's memory, breakpoint bytes included, is
+    /// recorded here before it is made (base/change_journal.hpp).
+    change_journal& journal() { return *journal_; }
 
     std::vector<tid_t> tids() const;
     const task_info* find(tid_t tid) const;
@@ -194,6 +197,7 @@ private:
     std::optional<int> exit_status_;
     std::unique_ptr<waiter> waiter_;
     std::unique_ptr<process_memory> memory_;
+    std::unique_ptr<change_journal> journal_;   // after memory_: goes first, restoring through it
     std::map<tid_t, std::unique_ptr<task>> tasks_;
     std::unordered_map<tid_t, wait_status> early_stops_;   // new clones whose first stop beat the parent's event
     struct site_entry {

@@ -9,31 +9,14 @@
 
 #include "core/event_protocol.hpp"
 #include "events/event_set.hpp"
+#include "tests/support/image_memory.hpp"
 
 using namespace tdctl;
 using namespace tdctl::core;
 
 namespace {
 
-class image_memory final : public target_memory {
-public:
-    std::vector<std::byte> bytes = std::vector<std::byte>(1 << 20);
-    std::uint64_t base = 0x100000;
-    std::size_t read(target_addr a, std::span<std::byte> out) override
-    {
-        if (a.value < base || a.value + out.size() > base + bytes.size())
-            return 0;
-        std::memcpy(out.data(), bytes.data() + (a.value - base), out.size());
-        return out.size();
-    }
-    bool write(target_addr a, std::span<const std::byte> in) override
-    {
-        if (a.value < base || a.value + in.size() > base + bytes.size())
-            return false;
-        std::memcpy(bytes.data() + (a.value - base), in.data(), in.size());
-        return true;
-    }
-};
+using test::image_memory;
 
 class image_target final : public target_access {
 public:

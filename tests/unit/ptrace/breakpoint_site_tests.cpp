@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include "ptrace/breakpoint_site.hpp"
+#include "tests/support/image_memory.hpp"
 
 using namespace tdctl;
 using namespace tdctl::ptrace;
@@ -22,31 +23,7 @@ std::vector<std::byte> bytes(std::initializer_list<unsigned> v)
     return out;
 }
 
-// A flat memory image standing in for the target.
-class image_memory final : public target_memory {
-public:
-    std::map<std::uint64_t, std::byte> bytes;
-    std::size_t read(target_addr addr, std::span<std::byte> out) override
-    {
-        std::size_t n = 0;
-        for (; n < out.size(); ++n) {
-            auto it = bytes.find(addr.value + n);
-            if (it == bytes.end())
-                break;
-            out[n] = it->second;
-        }
-        return n;
-    }
-    bool write(target_addr addr, std::span<const std::byte> in) override
-    {
-        for (std::size_t i = 0; i < in.size(); ++i) {
-            if (!bytes.contains(addr.value + i))
-                return false;
-            bytes[addr.value + i] = in[i];
-        }
-        return true;
-    }
-};
+using test::image_memory;
 
 }  // namespace
 
@@ -87,36 +64,42 @@ TEST_CASE("anything else -> single-step")
 TEST_CASE("insert writes the patch and remove puts every byte back")
 {
     image_memory mem;
-    const std::uint64_t base = 0x1000;
+    change_journal journal(mem, 0);
+    const std::uint64_t base = 0x101000;
     auto code = bytes({0xc3, 0x66, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0f, 0x1f, 0x40, 0x00});
     for (std::size_t i = 0; i < code.size(); ++i)
-        mem.bytes[base + i] = code[i];
+        mem.at(base + i) = code[i];
     auto before = mem.bytes;
 
     breakpoint_site site(target_addr{base}, 1);
-    site.insert(mem);
+    site.insert(mem, journal);
     CHECK(site.kind() == step_over_kind::resume_in_place);
-    CHECK(mem.bytes[base] == std::byte{0xcc});
-    CHECK(mem.bytes[base + 1] == std::byte{0xc3});
+    CHECK(mem.at(base) == std::byte{0xcc});
+    CHECK(mem.at(base + 1) == std::byte{0xc3});
     CHECK(site.is_inserted());
-    CHECK(site.remove(mem));
+    CHECK(journal.contains(target_addr{base}));
+    CHECK(site.remove(journal));
     CHECK(mem.bytes == before);
+    CHECK(journal.size() == 0);
 }
 
 TEST_CASE("a site already holding int3 is refused (another debugger's breakpoint)")
 {
     image_memory mem;
-    mem.bytes[0x2000] = std::byte{0xcc};
-    mem.bytes[0x2001] = std::byte{0xc3};
-    breakpoint_site site(target_addr{0x2000}, 1);
-    CHECK_THROWS(site.insert(mem));
-    CHECK(mem.bytes[0x2001] == std::byte{0xc3});
+    change_journal journal(mem, 0);
+    mem.at(0x102000) = std::byte{0xcc};
+    mem.at(0x102001) = std::byte{0xc3};
+    breakpoint_site site(target_addr{0x102000}, 1);
+    CHECK_THROWS(site.insert(mem, journal));
+    CHECK(mem.at(0x102001) == std::byte{0xc3});
+    CHECK(journal.size() == 0);
 }
 
 TEST_CASE("unreadable code is an error, not a silent breakpoint")
 {
     image_memory mem;
+    change_journal journal(mem, 0);
     breakpoint_site site(target_addr{0x3000}, 1);
-    CHECK_THROWS(site.insert(mem));
+    CHECK_THROWS(site.insert(mem, journal));
     CHECK_FALSE(site.is_inserted());
 }
