@@ -166,10 +166,10 @@ change_journal::~change_journal() noexcept
     try {
         auto t = restore_all();
         if (t.failed > 0)
-            log::warn("{} change(s) to process {} could not be put back", t.failed, storage_->pid);
+            log::warning("{} change(s) to process {} could not be put back", t.failed, storage_->pid);
         log::debug("journal of process {}: {} restored, {} left alone", storage_->pid, t.restored, t.left);
     } catch (const std::exception& e) {
-        log::warn("restoring process {}: {}", storage_->pid, e.what());
+        log::warning("restoring process {}: {}", storage_->pid, e.what());
     }
     storage_->claimed = 0;
     storage_->pid = 0;

@@ -23,7 +23,7 @@ void write_line(const std::string& line)
     std::fprintf(stderr, "tdctl: debug: %s\n", line.c_str());
 }
 
-void warning_line(const std::string& line)
+void write_warning(const std::string& line)
 {
     std::fprintf(stderr, "tdctl: %s\n", line.c_str());
 }

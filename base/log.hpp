@@ -9,21 +9,23 @@ namespace tdctl::log {
 bool debug_enabled();
 void set_debug(bool on);
 void write_line(const std::string& line);
-/// A line the user sees whatever the debug setting: "tdctl: <line>" on stderr
-/// (something tdctl could not do and carried on without, e.g. in a destructor).
-void warning_line(const std::string& line);
-
-template <typename... Args>
-void warn(fmt::format_string<Args...> f, Args&&... args)
-{
-    warning_line(fmt::format(f, std::forward<Args>(args)...));
-}
 
 template <typename... Args>
 void debug(fmt::format_string<Args...> f, Args&&... args)
 {
     if (debug_enabled())
         write_line(fmt::format(f, std::forward<Args>(args)...));
+}
+
+/// Writes "tdctl: <line>" to stderr, whether or not debugging is on.
+void write_warning(const std::string& line);
+
+/// A line every user sees on stderr, "tdctl: <message>": something tdctl could
+/// not do and carried on without (a task that did not stop, a failed detach).
+template <typename... Args>
+void warning(fmt::format_string<Args...> f, Args&&... args)
+{
+    write_warning(fmt::format(f, std::forward<Args>(args)...));
 }
 
 }  // namespace tdctl::log
