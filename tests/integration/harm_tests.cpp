@@ -5,6 +5,8 @@
 #include <chrono>
 #include <algorithm>
 #include <csignal>
+#include <filesystem>
+#include <sstream>
 #include <optional>
 #include <thread>
 #include <unistd.h>
@@ -25,15 +27,42 @@ namespace {
 
 /// A storm fixture that runs until killed: two creators each start a thread
 /// every 0.5 ms, plus a detached and a joinable chain of threads that create
-/// their successors and end.
-child_process start_storm()
+/// their successors and end. `program`: the fixture, or a link to it.
+child_process start_storm(const std::string& program = fixture_path("storm"))
 {
-    auto target = child_process::spawn({fixture_path("storm"), "--wait-start", "0"});
+    auto target = child_process::spawn({program, "--wait-start", "0"});
     REQUIRE(target.require_line(10s) == fmt::format("ready {}", target.pid()));
     REQUIRE(target.write_stdin("x"));
     // Let the storm reach its pace before the first attach.
     std::this_thread::sleep_for(200ms);
     return target;
+}
+
+/// The storm fixture under another name, so the kernel log's lines about its
+/// threads (which name the thread's comm, not the process) are told apart
+/// from those of other tests' targets.
+std::string storm_named(const std::string& comm)
+{
+    auto link = std::filesystem::temp_directory_path() / fmt::format("{}-{}", comm, ::getpid());
+    std::filesystem::remove(link);
+    std::filesystem::create_symlink(fixture_path("storm"), link);
+    return link.string();
+}
+
+/// Kernel log lines saying a thread with this comm died on an int3
+/// ("traps: COMM[TID] trap int3 ip:..."), or std::nullopt when the log
+/// cannot be read here.
+std::optional<std::size_t> kernel_int3_traps(const std::string& comm)
+{
+    auto r = run_command({"dmesg"}, 10s);
+    if (!r.status.is_success())
+        return std::nullopt;
+    std::size_t n = 0;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+        if (line.find("trap int3") != std::string::npos && line.find(" " + comm.substr(0, 15) + "[") != std::string::npos)
+            ++n;
+    return n;
 }
 
 /// Tasks of pid that are still traced (TracerPid != 0) or in a tracing stop
@@ -142,7 +171,10 @@ TEST_SUITE("do no harm")
         int deaths = 0;
         int bad_runs = 0;
         std::string first_problem;
-        auto target = start_storm();
+        const std::string comm = "stormattach";
+        const std::string program = storm_named(comm);
+        auto traps_before = kernel_int3_traps(comm);
+        auto target = start_storm(program);
         for (int round = 0; round < rounds; ++round) {
             auto run = run_tdctl({"-p", std::to_string(target.pid()), "-e", "watch --for 0.3"}, 30s);
             auto died = target.wait_exit(0ms);
@@ -153,7 +185,7 @@ TEST_SUITE("do no harm")
                                                 died ? died->describe() : "alive", !untraced, run.describe());
                 if (died) {
                     ++deaths;
-                    target = start_storm();
+                    target = start_storm(program);
                 } else {
                     ++bad_runs;
                 }
@@ -162,6 +194,12 @@ TEST_SUITE("do no harm")
         CHECK_MESSAGE(deaths == 0, deaths << " target deaths in " << rounds << " rounds; first: " << first_problem);
         CHECK_MESSAGE(bad_runs == 0, bad_runs << " bad tdctl runs in " << rounds << "; first: " << first_problem);
         CHECK(target.send_signal(SIGKILL));
+        if (auto traps_after = kernel_int3_traps(comm); traps_before && traps_after)
+            CHECK_MESSAGE(*traps_after == *traps_before, "kernel log: " << *traps_after - *traps_before
+                                                                        << " threads of the target died on an int3");
+        else
+            MESSAGE("the kernel log cannot be read here: its int3 lines are not checked");
+        std::filesystem::remove(program);
     }
 
     // A thread blocked in vfork() cannot stop until its child execs or
