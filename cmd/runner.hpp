@@ -54,6 +54,7 @@ public:
 
     /// Raw wait status once the target has exited.
     std::optional<int> target_exit_status() const { return exit_status_; }
+    /// A target to act on: alive, not exited, not detached.
     bool has_target() const;
 
     /// Prints the exit record for a raw wait status.
