@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 
 namespace tdctl::cmd {
 
@@ -79,6 +80,75 @@ std::optional<long long> parse_count(std::string_view text)
     if (ec != std::errc() || p != text.data() + text.size() || v < 0)
         return std::nullopt;
     return v;
+}
+
+std::optional<pid_t> parse_tid(std::string_view text)
+{
+    auto v = parse_count(text);
+    if (!v || *v == 0 || *v > 0x7fffffff)
+        return std::nullopt;
+    return static_cast<pid_t>(*v);
+}
+
+namespace {
+
+// One option and its value (words[i] and words[i + 1]) into `into`; false
+// with a message when the value is bad.
+std::optional<std::string> read_option(const std::string& name, const std::string& value,
+                                       const run_option_grammar& grammar, run_options& into)
+{
+    if (name == "--for") {
+        into.for_seconds = parse_duration(value);
+        if (!into.for_seconds)
+            return "bad duration '" + value + "'" + std::string(grammar.duration_example);
+    } else if (name == "--interval") {
+        into.interval = parse_duration(value);
+        if (!into.interval)
+            return "bad interval '" + value + "'";
+    } else {
+        into.count = parse_count(value);
+        if (!into.count || *into.count == 0)
+            return "bad count '" + value + "'";
+    }
+    return std::nullopt;
+}
+
+bool takes_option(const std::string& word, const run_option_grammar& grammar)
+{
+    static constexpr std::pair<std::string_view, unsigned> names[] = {
+        {"--for", option_for}, {"--interval", option_interval}, {"--count", option_count}};
+    for (const auto& [name, bit] : names)
+        if (word == name)
+            return (grammar.options & bit) != 0;
+    return false;
+}
+
+bool fits_operand(const std::string& word, const run_options& so_far, const run_option_grammar& grammar)
+{
+    using kind = run_option_grammar::operand_kind;
+    if (grammar.operand == kind::none || !so_far.operand.empty())
+        return false;
+    return grammar.operand == kind::any || !word.starts_with("--");
+}
+
+}  // namespace
+
+std::expected<run_options, std::string> parse_run_options(const std::vector<std::string>& words, std::size_t first,
+                                                          const run_option_grammar& grammar)
+{
+    run_options got;
+    for (std::size_t i = first; i < words.size(); ++i) {
+        if (takes_option(words[i], grammar) && i + 1 < words.size()) {
+            if (auto bad = read_option(words[i], words[i + 1], grammar, got))
+                return std::unexpected(*bad);
+            ++i;
+        } else if (fits_operand(words[i], got, grammar)) {
+            got.operand = words[i];
+        } else {
+            return std::unexpected(std::string(grammar.usage));
+        }
+    }
+    return got;
 }
 
 }  // namespace tdctl::cmd

@@ -4,6 +4,7 @@
 
 #include <expected>
 #include <optional>
+#include <sys/types.h>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,5 +21,43 @@ std::optional<double> parse_duration(std::string_view text);
 
 /// A non-negative decimal integer that fits in long long.
 std::optional<long long> parse_count(std::string_view text);
+
+/// A thread ID typed by a user (a TID from `threads`): 1 to 0x7fffffff.
+std::optional<pid_t> parse_tid(std::string_view text);
+
+/// The options the commands that let the target run share (`watch`, `stop`,
+/// `stats watch`, `rusage collect`), as bits of run_option_grammar::options.
+enum run_option : unsigned {
+    option_for = 1,        ///< --for SECONDS
+    option_interval = 2,   ///< --interval SECONDS
+    option_count = 4,      ///< --count N (N >= 1)
+};
+
+/// Which options a command takes, and how it names them in its messages.
+struct run_option_grammar {
+    unsigned options = 0;   ///< run_option bits
+    /// The one word that is not an option (EVENTS, TID|all): none, any word
+    /// that does not start with "--", or any word at all (`stop`, whose
+    /// EVENTS are checked by the event parser).
+    enum class operand_kind { none, plain, any } operand = operand_kind::none;
+    /// Appended to "bad duration 'X'" for --for ("" or " (e.g. 5, 2.5s, 500ms)").
+    std::string_view duration_example;
+    /// The message for a word out of place ("usage: watch [EVENTS] ...").
+    std::string_view usage;
+};
+
+/// What parse_run_options() read; unset where the option was not given.
+struct run_options {
+    std::optional<double> for_seconds;  ///< --for, seconds
+    std::optional<double> interval;     ///< --interval, seconds
+    std::optional<long long> count;     ///< --count, >= 1
+    std::string operand;                ///< empty when none was given
+};
+
+/// Reads words[first...] by `grammar`. An option followed by no value is a
+/// word out of place. Errors: the message for the user ("bad count 'x'",
+/// "bad interval '0'", or grammar.usage).
+std::expected<run_options, std::string> parse_run_options(const std::vector<std::string>& words, std::size_t first,
+                                                          const run_option_grammar& grammar);
 
 }  // namespace tdctl::cmd

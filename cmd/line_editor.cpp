@@ -144,44 +144,18 @@ int line_editor::next_char(wchar_t* out)
             *out = L'\r';
             return 1;
         }
-        while (!pending_.empty()) {
-            wchar_t wc = 0;
-            std::size_t n = std::mbrtowc(&wc, pending_.data(), pending_.size(), &decode_);
-            if (n == static_cast<std::size_t>(-2)) {
-                pending_.clear();  // kept in decode_ until the rest arrives
-                break;
-            }
-            if (n == static_cast<std::size_t>(-1)) {
-                // Not a character in this locale: dropped, as libedit's own reader does.
-                decode_ = std::mbstate_t{};
-                pending_.erase(0, 1);
-                continue;
-            }
-            pending_.erase(0, n == 0 ? 1 : n);
-            *out = wc;
+        if (decode_pending(out))
             return 1;
-        }
 
         editing_ = true;
         const wake why = wait_();
         editing_ = false;
         switch (why) {
-        case wake::input: {
-            char buf[4096];
-            ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
-            if (n > 0) {
-                pending_.append(buf, static_cast<std::size_t>(n));
-                continue;
-            }
-            if (n < 0 && (errno == EINTR || errno == EAGAIN))
-                continue;
-            // EIO from the background (the terminal changed hands after the
-            // wait looked): not the end, the wait holds off until it is ours.
-            if (n < 0 && errno == EIO && !owns_terminal(STDIN_FILENO))
+        case wake::input:
+            if (read_input())
                 continue;
             *out = L'\0';
             return 0;  // end of input, or the terminal is gone
-        }
         case wake::interrupt:
             *out = ctrl_c;
             return 1;
@@ -199,6 +173,43 @@ int line_editor::next_char(wchar_t* out)
             return 0;
         }
     }
+}
+
+bool line_editor::decode_pending(wchar_t* out)
+{
+    while (!pending_.empty()) {
+        wchar_t wc = 0;
+        std::size_t n = std::mbrtowc(&wc, pending_.data(), pending_.size(), &decode_);
+        if (n == static_cast<std::size_t>(-2)) {
+            pending_.clear();  // kept in decode_ until the rest arrives
+            return false;
+        }
+        if (n == static_cast<std::size_t>(-1)) {
+            // Not a character in this locale: dropped, as libedit's own reader does.
+            decode_ = std::mbstate_t{};
+            pending_.erase(0, 1);
+            continue;
+        }
+        pending_.erase(0, n == 0 ? 1 : n);
+        *out = wc;
+        return true;
+    }
+    return false;
+}
+
+bool line_editor::read_input()
+{
+    char buf[4096];
+    ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+    if (n > 0) {
+        pending_.append(buf, static_cast<std::size_t>(n));
+        return true;
+    }
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return true;
+    // EIO from the background (the terminal changed hands after the wait
+    // looked): not the end, the wait holds off until it is ours.
+    return n < 0 && errno == EIO && !owns_terminal(STDIN_FILENO);
 }
 
 void line_editor::redraw()

@@ -59,6 +59,12 @@ private:
     static unsigned char cancel_line(editline* el, int key);
     static wchar_t* prompt_of(editline* el);
     int next_char(wchar_t* out);
+    /// The next character of the bytes already read into `out`; false when
+    /// they hold no whole one.
+    bool decode_pending(wchar_t* out);
+    /// Reads what the terminal has into the pending bytes; false at the end
+    /// of input (or a terminal that is gone).
+    bool read_input();
     void redraw();
 
     editline* el_ = nullptr;

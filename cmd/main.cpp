@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <expected>
 #include <fcntl.h>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <poll.h>
 #include <string>
@@ -30,6 +32,7 @@
 #include "cmd/batch.hpp"
 #include "cmd/guardian.hpp"
 #include "cmd/output.hpp"
+#include "cmd/records.hpp"
 #include "cmd/repl.hpp"
 #include "cmd/runner.hpp"
 #include "cmd/signal_source.hpp"
@@ -42,12 +45,32 @@
 namespace {
 
 using namespace tdctl;
-using tdctl::events::json_record;
 
 constexpr int exit_usage = 64;
 constexpr int exit_failed = 2;
 
 using cmd::script_line;
+
+// The lines of a -x file, each named "FILE:N"; false with `error` set when
+// it cannot be read.
+bool add_command_file(const std::string& path, std::vector<script_line>& lines, std::string& error)
+{
+    std::ifstream in(path);
+    if (!in) {
+        error = fmt::format("cannot read command file {}: {}", path, std::strerror(errno));
+        return false;
+    }
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        error = fmt::format("cannot read command file {}: {}", path, std::strerror(EISDIR));
+        return false;
+    }
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line))
+        lines.push_back({line, fmt::format("{}:{}", path, ++n)});
+    return true;
+}
 
 // -e and -x run in the order given, so they are collected from argv directly
 // (the option parser has already validated them).
@@ -55,23 +78,6 @@ std::optional<std::vector<script_line>> ordered_scripts(int argc, char** argv, s
 {
     std::vector<script_line> lines;
     int eval_no = 0;
-    auto add_file = [&](const std::string& path) {
-        std::ifstream in(path);
-        if (!in) {
-            error = fmt::format("cannot read command file {}: {}", path, std::strerror(errno));
-            return false;
-        }
-        struct stat st {};
-        if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-            error = fmt::format("cannot read command file {}: {}", path, std::strerror(EISDIR));
-            return false;
-        }
-        std::string line;
-        int n = 0;
-        while (std::getline(in, line))
-            lines.push_back({line, fmt::format("{}:{}", path, ++n)});
-        return true;
-    };
     for (int i = 1; i < argc; ++i) {
         std::string_view a = argv[i];
         if (a == "--" || !a.starts_with("-"))
@@ -93,7 +99,7 @@ std::optional<std::vector<script_line>> ordered_scripts(int argc, char** argv, s
             ++i;
         if (eval)
             lines.push_back({*eval, fmt::format("-e {}", ++eval_no)});
-        if (file && !add_file(*file))
+        if (file && !add_command_file(*file, lines, error))
             return std::nullopt;
     }
     return lines;
@@ -128,37 +134,48 @@ int status_to_exit_code(int raw)
     return WEXITSTATUS(raw);
 }
 
-}  // namespace
-
-int main(int argc, char** argv)
+int usage_error(const std::string& message)
 {
-    seconds_since_start();
+    std::fprintf(stderr, "tdctl: %s\nRun tdctl --help for usage.\n", message.c_str());
+    return exit_usage;
+}
 
+/// What tdctl's own command line asks for.
+struct cli_options {
+    std::string pid_text;                  ///< -p as given
+    pid_t pid = 0;                         ///< -p, checked; 0 for a launch
+    std::vector<std::string> program;      ///< the program to launch and its arguments
+    bool json = false, batch = false, interactive = false, debug = false, agent = false;
+    std::string output_path;               ///< -o; empty for stdout
+    std::vector<std::string> evals, command_files;   ///< -e, -x (run in argv order: ordered_scripts)
+
+    bool launched() const { return pid == 0; }
+};
+
+// The option table (CLI11); an exit status when tdctl ends here (--help,
+// --version, a usage error).
+std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts)
+{
     CLI::App app{"tdctl — thread debugger controller: attach to a process (or launch one), report its thread\n"
                  "events (TD_CREATE, TD_DEATH, ...) through the thread library's reporting addresses, and\n"
                  "inspect and drive its event masks and buffers.",
                  "tdctl"};
     app.set_version_flag("--version", "tdctl 0.1.0");
     app.prefix_command();
-    pid_t pid = 0;
-    std::string pid_text;
-    bool json = false, batch = false, interactive = false, debug = false, agent = false;
-    std::string output_path;
-    std::vector<std::string> evals, command_files;
-    app.add_option("-p,--pid", pid_text, "attach to the running process PID")->type_name("PID");
-    app.add_flag("--json", json, "one JSON object per line");
-    app.add_flag("--batch", batch, "never start the interactive prompt");
-    app.add_flag("-i,--interactive", interactive, "start the prompt after -e/-x commands, also in launch mode");
-    app.add_option("-o,--output", output_path, "write records to FILE instead of stdout")->type_name("FILE");
+    app.add_option("-p,--pid", opts.pid_text, "attach to the running process PID")->type_name("PID");
+    app.add_flag("--json", opts.json, "one JSON object per line");
+    app.add_flag("--batch", opts.batch, "never start the interactive prompt");
+    app.add_flag("-i,--interactive", opts.interactive, "start the prompt after -e/-x commands, also in launch mode");
+    app.add_option("-o,--output", opts.output_path, "write records to FILE instead of stdout")->type_name("FILE");
     // One value per -e/-x: a further word is the program to launch (or an error).
-    app.add_option("-e,--eval", evals, "run CMD (repeatable; with -x, in the order given)")
+    app.add_option("-e,--eval", opts.evals, "run CMD (repeatable; with -x, in the order given)")
         ->type_name("CMD")
         ->allow_extra_args(false);
-    app.add_option("-x,--command", command_files, "run the commands in FILE (repeatable)")
+    app.add_option("-x,--command", opts.command_files, "run the commands in FILE (repeatable)")
         ->type_name("FILE")
         ->allow_extra_args(false);
-    app.add_flag("--debug", debug, "log every ptrace request and stop to stderr");
-    app.add_flag("--agent", agent,
+    app.add_flag("--debug", opts.debug, "log every ptrace request and stop to stderr");
+    app.add_flag("--agent", opts.agent,
                  "launch with libtdagent.so preloaded: the full event set (lock, sleep, signal, reap...)");
     app.footer("Usage: tdctl [options] -p PID    attach to a running process\n"
                "       tdctl [options] -- PROG [ARGS...]   launch PROG under tdctl\n"
@@ -173,38 +190,242 @@ int main(int argc, char** argv)
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        std::fprintf(stderr, "tdctl: %s\nRun tdctl --help for usage.\n", e.what());
-        return exit_usage;
-    }
-    if (debug)
-        log::set_debug(true);
-    auto usage_error = [](const std::string& message) {
-        std::fprintf(stderr, "tdctl: %s\nRun tdctl --help for usage.\n", message.c_str());
-        return exit_usage;
-    };
-    if (!pid_text.empty()) {
-        char* end = nullptr;
-        errno = 0;
-        long v = std::strtol(pid_text.c_str(), &end, 10);
-        if (errno != 0 || end == pid_text.c_str() || *end != '\0' || v <= 0 || v > 0x3fffffff)
-            return usage_error(fmt::format("-p: not a process ID: {}", pid_text));
-        pid = static_cast<pid_t>(v);
+        return usage_error(e.what());
     }
     // The option parser stops at the first word it does not know: the
     // program to launch, or (before any `--`) an unknown option.
-    std::vector<std::string> program = app.remaining();
+    opts.program = app.remaining();
+    return std::nullopt;
+}
+
+// Checks what the option parser cannot: the PID, the program, the
+// combinations. A usage error's exit status, or nullopt.
+std::optional<int> check_command_line(cli_options& opts)
+{
+    if (!opts.pid_text.empty()) {
+        char* end = nullptr;
+        errno = 0;
+        long v = std::strtol(opts.pid_text.c_str(), &end, 10);
+        if (errno != 0 || end == opts.pid_text.c_str() || *end != '\0' || v <= 0 || v > 0x3fffffff)
+            return usage_error(fmt::format("-p: not a process ID: {}", opts.pid_text));
+        opts.pid = static_cast<pid_t>(v);
+    }
+    auto& program = opts.program;
     if (!program.empty() && program.front() == "--")
         program.erase(program.begin());
     else if (!program.empty() && program.front().size() > 1 && program.front().starts_with("-"))
         return usage_error(fmt::format("unknown option {}", program.front()));
-    if ((pid != 0) == !program.empty())
-        return usage_error(pid != 0 ? fmt::format("give either -p PID or a program to launch, not both (got -p {} "
-                                                  "and {})",
-                                                  pid, program.front())
-                                    : "nothing to do: give -p PID to attach, or -- PROG [ARGS] to launch");
-    if (agent && pid != 0)
+    if ((opts.pid != 0) == !program.empty())
+        return usage_error(opts.pid != 0 ? fmt::format("give either -p PID or a program to launch, not both (got -p {} "
+                                                       "and {})",
+                                                       opts.pid, program.front())
+                                         : "nothing to do: give -p PID to attach, or -- PROG [ARGS] to launch");
+    if (opts.agent && opts.pid != 0)
         return usage_error("--agent preloads libtdagent.so into a launched program; it cannot be loaded into a "
                            "running process (-p)");
+    return std::nullopt;
+}
+
+// stdout or the -o file; nullptr (after a message) when there is none to write to.
+std::FILE* open_output(const std::string& output_path)
+{
+    // Descriptors 0-2 stay taken, so that none of tdctl's own lands there.
+    const bool stdout_closed = ::fcntl(STDOUT_FILENO, F_GETFD) < 0;
+    for (int fd = 0; fd <= 2; ++fd)
+        if (::fcntl(fd, F_GETFD) < 0)
+            ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (stdout_closed && output_path.empty()) {
+        std::fprintf(stderr, "tdctl: standard output is closed; give -o FILE\n");
+        return nullptr;
+    }
+    if (output_path.empty())
+        return stdout;
+    std::FILE* out_file = std::fopen(output_path.c_str(), "w");
+    if (out_file == nullptr)
+        std::fprintf(stderr, "tdctl: cannot write %s: %s\n", output_path.c_str(), std::strerror(errno));
+    return out_file;
+}
+
+// The launch of `opts.program`, with libtdagent.so preloaded for --agent;
+// nullopt (after an error record) when the agent cannot be found.
+std::optional<ptrace::launch_options> launch_options_for(const cli_options& opts, cmd::output& out)
+{
+    ptrace::launch_options launch;
+    launch.argv = opts.program;
+    if (!opts.agent)
+        return launch;
+    auto path = find_agent_library();
+    if (!path) {
+        out.error("agent", "--agent: cannot find libtdagent.so next to tdctl (../agent/ or ../lib/); "
+                           "set TDCTL_AGENT=/path/to/libtdagent.so");
+        return std::nullopt;
+    }
+    // An existing LD_PRELOAD is kept, after ours.
+    const char* old = std::getenv("LD_PRELOAD");
+    launch.extra_env.push_back("LD_PRELOAD=" + *path + (old && *old ? std::string(":") + old : ""));
+    return launch;
+}
+
+// Attaches or launches; the exit status when that fails.
+std::expected<std::unique_ptr<core::session>, int> start_session(const cli_options& opts, cmd::output& out,
+                                                                 cmd::signal_source& signals)
+{
+    try {
+        if (!opts.launched())
+            return core::session::attach(opts.pid, signals.fd());
+        auto launch = launch_options_for(opts, out);
+        if (!launch)
+            return std::unexpected(exit_failed);
+        return core::session::launch(*launch);
+    } catch (const error& e) {
+        // A signal that ended a waiting attach ends tdctl as it would later.
+        if (e.domain() == error_domain::os && e.code() == EINTR)
+            if (int sig = signals.take(); sig != 0) {
+                out.error("attach", fmt::format("{}; nothing was changed in the target", e.what()));
+                return std::unexpected(128 + sig);
+            }
+        out.error(e.domain() == error_domain::os ? "attach" : "target", e.what());
+        return std::unexpected(exit_failed);
+    }
+}
+
+cmd::session_start_record start_record(core::session& session, bool launched)
+{
+    return {.launched = launched,
+            .pid = session.pid(),
+            .name = procfs::process_name(session.pid()),
+            .threads = session.lwps().size(),
+            .library = cmd::library_of(session),
+            .time = seconds_since_start()};
+}
+
+/// One session from its first record to its exit status.
+struct session_run {
+    const cli_options& opts;
+    std::FILE* out_file;
+    cmd::output& out;
+    cmd::signal_source& signals;
+    core::session& session;
+    cmd::runner& run;
+    cmd::batch& commands;
+    bool want_repl;   ///< the interactive prompt follows the -e/-x commands
+};
+
+// The -e/-x lines, then the prompt, the default watch of a launch, or stdin.
+void run_commands(const session_run& s, const std::vector<script_line>& scripts, bool stdin_tty)
+{
+    if (!scripts.empty() && !s.commands.run_lines(scripts))
+        return;
+    if (s.commands.failed() || s.run.must_exit())
+        return;
+    if (s.want_repl && s.run.has_target())
+        cmd::run_repl(s.run, s.session, s.out, s.signals);
+    else if (scripts.empty() && s.opts.launched())
+        s.run.watch_until_exit();
+    else if (scripts.empty() && (!stdin_tty || s.opts.batch))
+        s.commands.run_stdin(s.session, s.signals);
+}
+
+// A write that failed (a full disk, a closed pipe) fails the run; a reader
+// that went away (EPIPE) needs no message.
+bool output_broken(const session_run& s)
+{
+    int err = std::fflush(s.out_file) != 0 ? errno : 0;
+    if (err == 0 && s.out.ok())
+        return false;
+    if (s.out.write_errno() != 0)
+        err = s.out.write_errno();
+    if (err != EPIPE)
+        std::fprintf(stderr, "tdctl: writing %s failed%s%s\n",
+                     s.opts.output_path.empty() ? "standard output" : s.opts.output_path.c_str(), err ? ": " : "",
+                     err ? std::strerror(err) : "");
+    return true;
+}
+
+// A launched program runs to completion, as it would alone.
+int wait_for_launched_exit(const session_run& s, bool failed)
+{
+    for (;;) {
+        if (auto st = s.session.process().wait_launched_exit(100)) {
+            s.run.print_exit(*st);
+            if (output_broken(s) || failed)
+                return exit_failed;
+            return status_to_exit_code(*st);
+        }
+        if (!s.session.process().is_alive()) {
+            s.out.error("exit", "the launched program's exit status was lost");
+            return exit_failed;
+        }
+        if (int sig = s.signals.take(); sig != 0)
+            return 128 + sig;
+    }
+}
+
+// End of the session: put the target back as it was; tdctl's exit status.
+int finish_session(const session_run& s)
+{
+    const bool failed = s.commands.failed();
+    // Ctrl-C at the prompt only ends the running command; elsewhere it
+    // ends tdctl (128 + SIGINT), as SIGTERM and SIGHUP always do.
+    int end_signal = s.commands.end_signal();
+    if (end_signal == 0 && (s.run.must_exit() || (!s.want_repl && s.run.last_signal() == SIGINT)))
+        end_signal = s.run.last_signal();
+    if (s.run.has_target()) {
+        s.session.detach();
+        s.out.print(cmd::detached_record{s.session.pid(), seconds_since_start()});
+    }
+    s.run.poll_target();  // reports an exit taken while detaching
+    const bool launched = s.opts.launched();
+    if (launched && !s.run.target_exit_status() && end_signal == 0 && !s.session.process().exit_status())
+        return wait_for_launched_exit(s, failed);
+    // A signal's status wins over a failed write: after SIGHUP the
+    // terminal is gone, and writes to it fail because of that.
+    const bool broken = output_broken(s);
+    if (end_signal != 0)
+        return 128 + end_signal;
+    if (broken || failed)
+        return exit_failed;
+    if (auto st = s.run.target_exit_status(); launched && st)
+        return status_to_exit_code(*st);
+    if (auto st = s.session.process().exit_status(); launched && st)
+        return status_to_exit_code(*st);
+    return 0;
+}
+
+int run_session(const cli_options& opts, const std::vector<script_line>& scripts, std::FILE* out_file)
+{
+    cmd::signal_source signals;
+    cmd::output out(out_file, opts.json);
+    auto session = start_session(opts, out, signals);
+    if (!session)
+        return session.error();
+    // From here on the terminal never stops tdctl while it holds the
+    // target (a launched program, forked above, keeps the dispositions
+    // tdctl was given).
+    cmd::ignore_terminal_stops();
+    out.print(start_record(**session, opts.launched()));
+
+    cmd::runner run(**session, out, signals);
+    const bool stdin_tty = ::isatty(STDIN_FILENO) != 0;
+    const bool want_repl = !opts.batch && stdin_tty && (!opts.launched() || opts.interactive);
+    cmd::batch commands(run, out, !want_repl);
+    const session_run s{opts, out_file, out, signals, **session, run, commands, want_repl};
+    run_commands(s, scripts, stdin_tty);
+    return finish_session(s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    seconds_since_start();
+    cli_options opts;
+    if (auto code = parse_command_line(argc, argv, opts))
+        return *code;
+    if (opts.debug)
+        log::set_debug(true);
+    if (auto code = check_command_line(opts))
+        return *code;
     std::string script_error;
     auto scripts = ordered_scripts(argc, argv, script_error);
     if (!scripts) {
@@ -214,180 +435,18 @@ int main(int argc, char** argv)
 
     // From here on, the process the user started only guards the tracer.
     try {
-        cmd::split_off_tracer(pid != 0 && ::isatty(STDIN_FILENO) == 0);
+        cmd::split_off_tracer(!opts.launched() && ::isatty(STDIN_FILENO) == 0);
     } catch (const error& e) {
         std::fprintf(stderr, "tdctl: %s\n", e.what());
         return exit_failed;
     }
     ptrace::note_controller_process(cmd::guardian_pid());
 
-    // Descriptors 0-2 stay taken, so that none of tdctl's own lands there.
-    const bool stdout_closed = ::fcntl(STDOUT_FILENO, F_GETFD) < 0;
-    for (int fd = 0; fd <= 2; ++fd)
-        if (::fcntl(fd, F_GETFD) < 0)
-            ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
-    if (stdout_closed && output_path.empty()) {
-        std::fprintf(stderr, "tdctl: standard output is closed; give -o FILE\n");
+    std::FILE* out_file = open_output(opts.output_path);
+    if (out_file == nullptr)
         return exit_failed;
-    }
-    std::FILE* out_file = stdout;
-    if (!output_path.empty()) {
-        out_file = std::fopen(output_path.c_str(), "w");
-        if (out_file == nullptr) {
-            std::fprintf(stderr, "tdctl: cannot write %s: %s\n", output_path.c_str(), std::strerror(errno));
-            return exit_failed;
-        }
-    }
-
     try {
-        cmd::signal_source signals;
-        cmd::output out(out_file, json);
-        std::unique_ptr<core::session> session;
-        try {
-            if (pid != 0) {
-                session = core::session::attach(pid, signals.fd());
-            } else {
-                ptrace::launch_options opts;
-                opts.argv = program;
-                if (agent) {
-                    auto path = find_agent_library();
-                    if (!path) {
-                        out.error("agent", "--agent: cannot find libtdagent.so next to tdctl (../agent/ or ../lib/); "
-                                           "set TDCTL_AGENT=/path/to/libtdagent.so");
-                        return exit_failed;
-                    }
-                    // An existing LD_PRELOAD is kept, after ours.
-                    const char* old = std::getenv("LD_PRELOAD");
-                    opts.extra_env.push_back("LD_PRELOAD=" + *path + (old && *old ? std::string(":") + old : ""));
-                }
-                session = core::session::launch(opts);
-            }
-        } catch (const error& e) {
-            // A signal that ended a waiting attach ends tdctl as it would later.
-            if (e.domain() == error_domain::os && e.code() == EINTR)
-                if (int sig = signals.take(); sig != 0) {
-                    out.error("attach", fmt::format("{}; nothing was changed in the target", e.what()));
-                    return 128 + sig;
-                }
-            out.error(e.domain() == error_domain::os ? "attach" : "target", e.what());
-            return exit_failed;
-        }
-        // From here on the terminal never stops tdctl while it holds the
-        // target (a launched program, forked above, keeps the dispositions
-        // tdctl was given).
-        cmd::ignore_terminal_stops();
-
-        {
-            json_record rec;
-            rec["type"] = pid != 0 ? "attached" : "launched";
-            rec["pid"] = session->pid();
-            rec["name"] = procfs::process_name(session->pid());
-            rec["threads"] = session->lwps().size();
-            auto* agent = session->agent();
-            rec["backend"] = agent ? agent->backend() : std::string("none");
-            std::string lib;
-            if (agent) {
-                rec["version"] = agent->layout().version;
-                std::string evs;
-                auto names = events::json_record::array();
-                for (td_event_e e : agent->supported_events()) {
-                    evs += (evs.empty() ? "" : ", ") + events::event_short_name(e);
-                    names.push_back(events::event_name(e));
-                }
-                rec["events"] = names;
-                lib = fmt::format("thread library {} {} (events: {})", agent->backend(), agent->layout().version, evs);
-            } else {
-                rec["reason"] = session->no_agent_reason();
-                lib = "no thread library: " + session->no_agent_reason();
-            }
-            rec["time"] = events::json_seconds(seconds_since_start());
-            out.record(rec, fmt::format("{} process {} ({}), {} threads; {}", pid != 0 ? "attached to" : "launched",
-                                        session->pid(), events::printable_name(procfs::process_name(session->pid())),
-                                        session->lwps().size(), lib));
-        }
-
-        cmd::runner run(*session, out, signals);
-        const bool launched = pid == 0;
-        const bool stdin_tty = ::isatty(STDIN_FILENO) != 0;
-        const bool want_repl = !batch && stdin_tty && (!launched || interactive);
-        cmd::batch commands(run, out, !want_repl);
-
-        bool go_on = true;
-        if (!scripts->empty())
-            go_on = commands.run_lines(*scripts);
-        if (go_on && !commands.failed() && !run.must_exit()) {
-            if (want_repl && run.has_target())
-                cmd::run_repl(run, *session, out, signals);
-            else if (scripts->empty() && launched)
-                run.watch_until_exit();
-            else if (scripts->empty() && (!stdin_tty || batch))
-                commands.run_stdin(*session, signals);
-        }
-        const bool failed = commands.failed();
-
-        // A write that failed (a full disk, a closed pipe) fails the run;
-        // a reader that went away (EPIPE) needs no message.
-        auto output_broken = [&] {
-            int err = std::fflush(out_file) != 0 ? errno : 0;
-            if (err == 0 && out.ok())
-                return false;
-            if (out.write_errno() != 0)
-                err = out.write_errno();
-            if (err != EPIPE)
-                std::fprintf(stderr, "tdctl: writing %s failed%s%s\n",
-                             output_path.empty() ? "standard output" : output_path.c_str(), err ? ": " : "",
-                             err ? std::strerror(err) : "");
-            return true;
-        };
-
-        // End of the session: put the target back as it was.
-        // Ctrl-C at the prompt only ends the running command; elsewhere it
-        // ends tdctl (128 + SIGINT), as SIGTERM and SIGHUP always do.
-        int end_signal = commands.end_signal();
-        if (end_signal == 0 && (run.must_exit() || (!want_repl && run.last_signal() == SIGINT)))
-            end_signal = run.last_signal();
-        if (run.has_target()) {
-            session->detach();
-            json_record rec;
-            rec["type"] = "detached";
-            rec["pid"] = session->pid();
-            rec["time"] = events::json_seconds(seconds_since_start());
-            out.record(rec, fmt::format("detached from process {}", session->pid()));
-        }
-        run.poll_target();  // reports an exit taken while detaching
-        if (launched && !run.target_exit_status() && end_signal == 0 && !session->process().exit_status()) {
-            // A launched program runs to completion, as it would alone.
-            for (;;) {
-                if (auto st = session->process().wait_launched_exit(100)) {
-                    run.print_exit(*st);
-                    if (output_broken() || failed)
-                        return exit_failed;
-                    return status_to_exit_code(*st);
-                }
-                if (!session->process().is_alive()) {
-                    out.error("exit", "the launched program's exit status was lost");
-                    return exit_failed;
-                }
-                if (int sig = signals.take(); sig != 0)
-                    return 128 + sig;
-            }
-        }
-        // A signal's status wins over a failed write: after SIGHUP the
-        // terminal is gone, and writes to it fail because of that.
-        const bool broken = output_broken();
-        if (end_signal != 0)
-            return 128 + end_signal;
-        if (broken)
-            return exit_failed;
-        if (failed)
-            return exit_failed;
-        if (launched) {
-            if (auto st = run.target_exit_status())
-                return status_to_exit_code(*st);
-            if (auto st = session->process().exit_status())
-                return status_to_exit_code(*st);
-        }
-        return 0;
+        return run_session(opts, *scripts, out_file);
     } catch (const error& e) {
         std::fprintf(stderr, "tdctl: %s\n", e.what());
         return exit_failed;

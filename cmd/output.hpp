@@ -32,6 +32,24 @@ public:
     /// may be empty to print nothing in that mode.
     void record(const events::json_record& rec, const std::string& text);
 
+    /// A record with two renderings (records.hpp: `json()` and `text()`):
+    /// only the one this output writes is built.
+    template <typename Record>
+    void print(const Record& r)
+    {
+        if (json_)
+            record(r.json(), {});
+        else
+            record({}, r.text());
+    }
+
+    /// A line only the text form has (a table's column headings).
+    void heading(const std::string& text)
+    {
+        if (!json_)
+            record({}, text);
+    }
+
     /// An error: stderr gets "tdctl: <message>"; in JSON mode the output also
     /// gets {"type":"error","error":code,"message":...}. `code` is a td_err_e
     /// name, an errno name, or a word such as "usage".

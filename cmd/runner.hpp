@@ -6,9 +6,11 @@
 
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "cmd/command_line.hpp"
 #include "cmd/output.hpp"
 #include "cmd/signal_source.hpp"
 #include "core/session.hpp"
@@ -23,6 +25,9 @@ enum class command_status {
 
 /// Why run_until() returned.
 enum class run_end { done, timeout, signal, exited, detached };
+
+struct command_entry;
+struct subcommand_entry;
 
 class runner {
 public:
@@ -49,20 +54,28 @@ public:
 
     /// Raw wait status once the target has exited.
     std::optional<int> target_exit_status() const { return exit_status_; }
+    /// A target to act on: alive, not exited, not detached.
     bool has_target() const;
 
     /// Prints the exit record for a raw wait status.
     void print_exit(int raw_status);
 
-    /// Called with the line being executed, for the REPL's prompt handling.
-    std::function<void(bool)> on_command_running;
+    /// The words of one command line, the command's name first.
+    using words = std::vector<std::string>;
+    /// A command's handler (commands.hpp); `where` names the line in messages.
+    using handler = command_status (runner::*)(const words& w, const std::string& where);
 
 private:
-    using words = std::vector<std::string>;
-    command_status dispatch(const words& w, const std::string& where);
+    friend std::span<const command_entry> command_table();
+
+    // The handlers, one group a file: cmd_threads.cpp, cmd_event.cpp,
+    // cmd_run.cpp (stop, watch, sleep, continue, interrupt, detach, kill),
+    // cmd_stats.cpp (stats, rusage, lwpinfo), cmd_bt.cpp; runner.cpp (quit, help).
     command_status cmd_threads(const words& w, const std::string& where);
     command_status cmd_event(const words& w, const std::string& where);
     command_status cmd_event_addr(const words& w, const std::string& where);
+    command_status cmd_event_set(const words& w, const std::string& where);
+    command_status cmd_event_clear(const words& w, const std::string& where);
     command_status cmd_event_mask(const words& w, const std::string& where, bool set);
     command_status cmd_event_enable(const words& w, const std::string& where);
     command_status cmd_event_getmsg(const words& w, const std::string& where);
@@ -73,27 +86,56 @@ private:
     command_status cmd_interrupt(const words& w, const std::string& where);
     command_status cmd_detach(const words& w, const std::string& where);
     command_status cmd_kill(const words& w, const std::string& where);
+    command_status cmd_quit(const words& w, const std::string& where);
     command_status cmd_help(const words& w, const std::string& where);
     command_status cmd_stats(const words& w, const std::string& where);
+    command_status cmd_stats_enable(const words& w, const std::string& where);
+    command_status cmd_stats_reset(const words& w, const std::string& where);
+    command_status cmd_stats_show(const words& w, const std::string& where);
     command_status cmd_stats_watch(const words& w, const std::string& where);
     command_status cmd_rusage(const words& w, const std::string& where);
+    command_status cmd_rusage_switch(const words& w, const std::string& where);
+    command_status cmd_rusage_collect(const words& w, const std::string& where);
     command_status cmd_lwpinfo(const words& w, const std::string& where);
     command_status cmd_bt(const words& w, const std::string& where);
-    void print_stats(const core::thread_stats& st, const core::stat_averages* interval, double at);
-    bool print_rusage_row(tid_t lwp, const std::string& where, bool report_missing, std::optional<long> maxrss_kb);
+
+    /// `watch`'s events: EVENTS checked against what the library reports, or
+    /// every event it reports when `text` is empty. nullopt after an error.
+    std::optional<std::vector<td_event_e>> watch_events(const std::string& text, const std::string& where);
+    /// `stats watch`'s rows: one per `interval` seconds, up to `count`,
+    /// averaged over the interval since `prev`.
+    command_status stats_watch_rows(core::stat_averages prev, double interval, std::optional<long long> count,
+                                    const std::string& where);
+    /// One round of `rusage collect`: every row of `which` ("", "all" or a TID).
+    bool rusage_round(const std::string& which, const std::string& where);
+    /// LWPs of "" / "all" (every task of the process) or of one TID.
     std::optional<std::vector<tid_t>> lwp_list(const std::string& arg, const std::string& where);
 
     /// Runs the target until `done` says so, `seconds` pass, a signal
     /// arrives or the target exits. Every session event goes to `on_event`.
     run_end run_until(std::optional<double> seconds, const std::function<bool(const core::session_event&)>& on_event);
+    /// run_until() showing every event, for `seconds` (none: until a signal or the end).
+    run_end run_for(std::optional<double> seconds);
+    /// A target held (at its entry point, by `interrupt`) runs now.
+    void let_run();
     /// Default handling of a session event outside a command that expects it.
     void show(const core::session_event& ev);
+    /// The exit record for a raw wait status, remembered as the target's end.
+    void note_exit(int raw_status);
 
     command_status usage_error(const std::string& where, const std::string& message);
     command_status td_error(td_err_e err, const std::string& what);
     bool require_target(const std::string& where);
     bool require_agent(const std::string& where);
+    /// A command of one word (`continue`, `detach`...) with a target to act
+    /// on; false after the usage or no-target error.
+    bool bare_command_ready(const words& w, const std::string& where, const char* name);
+    /// The options of words[first...] by `grammar`; nullopt after a usage error.
+    std::optional<run_options> parse_options(const words& w, std::size_t first, const run_option_grammar& grammar,
+                                             const std::string& where);
     std::optional<std::vector<td_event_e>> parse_events(const std::string& text, const std::string& where);
+    /// A TID typed by the user, or nullopt after a usage error naming `accepted`.
+    std::optional<tid_t> parse_tid_word(const std::string& text, const std::string& where, const char* accepted);
     std::optional<core::thread_handle> handle_for(const std::string& tid_text, const std::string& where);
 
     core::session& session_;

@@ -1,0 +1,212 @@
+// `event addr|set|clear|enable|getmsg`: the td_* event calls by hand.
+#include <fmt/format.h>
+
+#include "base/clock.hpp"
+#include "cmd/commands.hpp"
+#include "cmd/records.hpp"
+#include "cmd/runner.hpp"
+#include "cmd/target_hold.hpp"
+#include "events/event_names.hpp"
+#include "events/event_set.hpp"
+
+namespace tdctl::cmd {
+
+namespace {
+
+std::optional<bool> parse_on_off(const std::string& word)
+{
+    if (word == "on" || word == "1")
+        return true;
+    if (word == "off" || word == "0")
+        return false;
+    return std::nullopt;
+}
+
+// What `event enable` did, thread by thread, up to the first failure.
+struct enable_outcome {
+    std::vector<enable_record> rows;
+    std::size_t ended = 0;      ///< records of ended threads not yet joined (counted, not listed)
+    std::size_t starting = 0;   ///< records set up for threads not cloned yet
+    std::optional<td_err_e> failure;
+};
+
+enable_outcome enable_each(core::session& session, const std::vector<core::thread_handle>& targets, bool on)
+{
+    enable_outcome out;
+    for (const auto& th : targets) {
+        if (auto r = session.thr_event_enable(th, on); !r) {
+            out.failure = r.error();
+            return out;
+        }
+        auto info = th.get_info();
+        auto lwp = th.lwp();
+        const bool has_lwp = lwp && *lwp;
+        // Listed one line per LWP; records no LWP runs are counted (there may
+        // be thousands on a thread storm), never shown under the process ID.
+        if (targets.size() > 1 && info && (!has_lwp || info->ti_state != TD_THR_ACTIVE)) {
+            if (!has_lwp && info->ti_state == TD_THR_ACTIVE)
+                ++out.starting;   // set up, not cloned yet
+            else
+                ++out.ended;      // ended (or ending), not yet joined
+            continue;
+        }
+        out.rows.push_back({info ? info->ti_lid : 0, th.value().value, on});
+    }
+    return out;
+}
+
+}  // namespace
+
+command_status runner::cmd_event(const words& w, const std::string& where)
+{
+    static const subcommand_entry subcommands[] = {
+        {"addr", &runner::cmd_event_addr},     {"set", &runner::cmd_event_set},
+        {"clear", &runner::cmd_event_clear},   {"enable", &runner::cmd_event_enable},
+        {"getmsg", &runner::cmd_event_getmsg},
+    };
+    if (w.size() < 2)
+        return usage_error(where, "usage: event addr|set|clear|enable|getmsg ... (see `help event`)");
+    if (auto run = find_subcommand(subcommands, w[1]))
+        return (this->*run)(w, where);
+    return usage_error(where,
+                       fmt::format("unknown subcommand 'event {}'; expected addr, set, clear, enable or getmsg", w[1]));
+}
+
+command_status runner::cmd_event_addr(const words& w, const std::string& where)
+{
+    if (w.size() != 3)
+        return usage_error(where, "usage: event addr EVENTS");
+    auto list = parse_events(w[2], where);
+    if (!list)
+        return command_status::failed;
+    if (!require_agent(where))
+        return command_status::failed;
+    command_status status = command_status::ok;
+    for (td_event_e e : *list) {
+        auto addr = session_.agent()->reporting_address_of(e);
+        if (!addr) {
+            td_error(addr.error(), fmt::format("{}: event addr {}", where, events::event_name(e)));
+            status = command_status::failed;
+            continue;
+        }
+        event_addr_record rec{e, addr->address.value, addr->symbol, std::nullopt};
+        if (const auto* site = session_.process().site_at(addr->address))
+            rec.step_over = ptrace::step_over_name(site->kind());
+        out_.print(rec);
+    }
+    return status;
+}
+
+command_status runner::cmd_event_set(const words& w, const std::string& where)
+{
+    return cmd_event_mask(w, where, true);
+}
+
+command_status runner::cmd_event_clear(const words& w, const std::string& where)
+{
+    return cmd_event_mask(w, where, false);
+}
+
+command_status runner::cmd_event_mask(const words& w, const std::string& where, bool set)
+{
+    const char* verb = set ? "set" : "clear";
+    if (w.size() != 3 && w.size() != 4)
+        return usage_error(where, fmt::format("usage: event {} EVENTS [TID]", verb));
+    auto list = parse_events(w[2], where);
+    if (!list)
+        return command_status::failed;
+    if (!require_agent(where))
+        return command_status::failed;
+    auto mask = events::to_event_set(*list);
+    target_hold hold(session_, out_);
+    if (w.size() == 4) {
+        auto th = handle_for(w[3], where);
+        if (!th)
+            return command_status::failed;
+        auto r = set ? session_.thr_set_event(*th, mask) : session_.thr_clear_event(*th, mask);
+        if (!r)
+            return td_error(r.error(), fmt::format("{}: event {} {} {}", where, verb, w[2], w[3]));
+        auto info = th->get_info();
+        out_.print(mask_record{w[3], info ? events::format_event_set(info->ti_events) : "?"});
+        return command_status::ok;
+    }
+    auto r = set ? session_.ta_set_event(mask) : session_.ta_clear_event(mask);
+    if (!r)
+        return td_error(r.error(), fmt::format("{}: event {} {}", where, verb, w[2]));
+    auto now = session_.agent()->global_mask();
+    out_.print(mask_record{std::nullopt, now ? events::format_event_set(*now) : "?"});
+    return command_status::ok;
+}
+
+command_status runner::cmd_event_enable(const words& w, const std::string& where)
+{
+    if (w.size() != 3 && w.size() != 4)
+        return usage_error(where, "usage: event enable on|off [TID|all]");
+    auto on = parse_on_off(w[2]);
+    if (!on)
+        return usage_error(where, fmt::format("expected on or off, got '{}'", w[2]));
+    if (!require_agent(where))
+        return command_status::failed;
+    target_hold hold(session_, out_);
+    std::vector<core::thread_handle> targets;
+    if (w.size() == 4 && w[3] != "all") {
+        auto th = handle_for(w[3], where);
+        if (!th)
+            return command_status::failed;
+        targets.push_back(*th);
+    } else {
+        auto list = session_.agent()->thr_iter();
+        if (!list)
+            return td_error(list.error(), fmt::format("{}: event enable", where));
+        targets = *list;
+    }
+    const auto done = enable_each(session_, targets, *on);
+    for (const auto& row : done.rows)
+        out_.print(row);
+    if (done.failure)
+        return td_error(*done.failure, fmt::format("{}: event enable {}", where, w[2]));
+    using which = enable_count_record::which;
+    if (done.ended != 0)
+        out_.print(enable_count_record{which::ended, done.ended, *on});
+    if (done.starting != 0)
+        out_.print(enable_count_record{which::starting, done.starting, *on});
+    return command_status::ok;
+}
+
+command_status runner::cmd_event_getmsg(const words& w, const std::string& where)
+{
+    if (w.size() != 2 && w.size() != 3)
+        return usage_error(where, "usage: event getmsg [TID]");
+    if (!require_agent(where))
+        return command_status::failed;
+    std::optional<core::thread_handle> th;
+    if (w.size() == 3) {
+        th = handle_for(w[2], where);
+        if (!th)
+            return command_status::failed;
+    }
+    // The message list is edited in place: no thread may push meanwhile.
+    auto msg = [&] {
+        target_hold hold(session_, out_);
+        return th ? th->event_getmsg() : session_.agent()->event_getmsg();
+    }();
+    if (!msg && msg.error() == TD_NOMSG) {
+        // An expected outcome, not a failure.
+        out_.print(no_message_record{th ? std::optional<int>(std::stoi(w[2])) : std::nullopt});
+        return command_status::ok;
+    }
+    if (!msg)
+        return td_error(msg.error(), fmt::format("{}: event getmsg", where));
+    events::event_message m;
+    m.event = msg->event;
+    m.handle = msg->handle;
+    m.data = msg->data;
+    m.tid = session_.lwp_of(msg->handle);
+    m.ns_tid = session_.foreign_ns_tid(m.tid);
+    m.name = m.tid.value ? session_.thread_name(m.tid) : std::string();
+    m.time = seconds_since_start();
+    out_.event(m);
+    return command_status::ok;
+}
+
+}  // namespace tdctl::cmd

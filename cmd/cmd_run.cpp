@@ -1,0 +1,226 @@
+// The commands that let the target run or end its session: `stop`, `watch`,
+// `sleep`, `continue`, `interrupt`, `detach`, `kill`.
+#include <csignal>
+#include <poll.h>
+
+#include <fmt/format.h>
+
+#include "base/clock.hpp"
+#include "cmd/records.hpp"
+#include "cmd/runner.hpp"
+#include "events/event_names.hpp"
+#include "events/event_set.hpp"
+
+namespace tdctl::cmd {
+
+using core::session_event;
+
+namespace {
+
+std::string join_events(const std::vector<td_event_e>& list)
+{
+    std::string s;
+    for (td_event_e e : list)
+        s += (s.empty() ? "" : ", ") + events::event_short_name(e);
+    return s.empty() ? "none" : s;
+}
+
+// The events of `list` the global mask does not hold.
+std::vector<td_event_e> missing_from(const td_thr_events_t& mask, const std::vector<td_event_e>& list)
+{
+    std::vector<td_event_e> missing;
+    for (td_event_e e : list)
+        if (!events::td_eventismember(mask, e))
+            missing.push_back(e);
+    return missing;
+}
+
+const char* end_reason(run_end end)
+{
+    switch (end) {
+    case run_end::done: return "count";
+    case run_end::timeout: return "duration";
+    case run_end::signal: return "signal";
+    case run_end::exited: return "exit";
+    case run_end::detached: return "detached";
+    }
+    return "detached";
+}
+
+}  // namespace
+
+command_status runner::cmd_stop(const words& w, const std::string& where)
+{
+    static constexpr run_option_grammar grammar{option_for, run_option_grammar::operand_kind::any, "",
+                                                "usage: stop EVENTS [--for SECONDS]"};
+    auto options = parse_options(w, 1, grammar, where);
+    if (!options)
+        return command_status::failed;
+    if (options->operand.empty())
+        return usage_error(where, std::string(grammar.usage));
+    auto list = parse_events(options->operand, where);
+    if (!list || !require_agent(where))
+        return command_status::failed;
+    if (auto r = session_.plant_stops(*list); !r)
+        return td_error(r.error(), fmt::format("{}: stop {}", where, options->operand));
+
+    // A hint when nothing can report: the seed's flow needs the mask and the
+    // enable flag set first.
+    if (auto g = session_.agent()->global_mask()) {
+        if (auto missing = missing_from(*g, *list); !missing.empty())
+            out_.note(fmt::format("note: {} not in the global event mask; threads report only what their mask or "
+                                  "the global mask holds (`event set {}`, `event enable on all`)",
+                                  join_events(missing), join_events(missing)));
+    }
+    let_run();
+    bool stopped = false;
+    auto end = run_until(options->for_seconds, [&](const session_event& ev) {
+        show(ev);
+        stopped = ev.what == session_event::kind::stopped_at_event;
+        return stopped;
+    });
+    if (!stopped && session_.is_alive()) {
+        session_.clear_stops();
+        if (end == run_end::timeout)
+            out_.note(fmt::format("no {} within {} s", join_events(*list), *options->for_seconds));
+        else if (end == run_end::signal)
+            out_.note("interrupted");
+    }
+    return command_status::ok;
+}
+
+std::optional<std::vector<td_event_e>> runner::watch_events(const std::string& text, const std::string& where)
+{
+    auto* agent = session_.agent();
+    std::vector<td_event_e> reported = agent->supported_events();
+    if (text.empty())
+        return reported;
+    auto parsed = parse_events(text, where);
+    if (!parsed)
+        return std::nullopt;
+    std::vector<td_event_e> unsupported;
+    for (td_event_e e : *parsed)
+        if (!agent->reporting_address_of(e))
+            unsupported.push_back(e);
+    if (text == "all") {
+        if (!unsupported.empty())
+            out_.note(fmt::format("note: {} reports only {}", agent->backend(), join_events(reported)));
+        return reported;
+    }
+    if (!unsupported.empty()) {
+        td_error(TD_NOEVENT, fmt::format("{}: watch {} ({} does not report {})", where, text, agent->backend(),
+                                         events::event_name(unsupported.front())));
+        return std::nullopt;
+    }
+    return parsed;
+}
+
+command_status runner::cmd_watch(const words& w, const std::string& where)
+{
+    static constexpr run_option_grammar grammar{option_for | option_count, run_option_grammar::operand_kind::plain,
+                                                " (e.g. 5, 2.5s, 500ms)",
+                                                "usage: watch [EVENTS] [--count N] [--for SECONDS]"};
+    auto options = parse_options(w, 1, grammar, where);
+    if (!options || !require_agent(where))
+        return command_status::failed;
+    auto list = watch_events(options->operand, where);
+    if (!list)
+        return command_status::failed;
+    if (auto r = session_.arm(*list); !r)
+        return td_error(r.error(), fmt::format("{}: watch", where));
+    let_run();
+
+    const auto count = options->count;
+    long long seen = 0;
+    auto end = run_until(options->for_seconds, [&](const session_event& ev) {
+        if (ev.what != session_event::kind::message) {
+            show(ev);
+            return false;
+        }
+        out_.event(ev.message);
+        ++seen;
+        return count && seen >= *count;
+    });
+    if (session_.is_alive())
+        session_.disarm();
+    out_.print(watch_end_record{seen, end_reason(end), seconds_since_start()});
+    return command_status::ok;
+}
+
+command_status runner::cmd_sleep(const words& w, const std::string& where)
+{
+    if (w.size() != 2)
+        return usage_error(where, "usage: sleep SECONDS");
+    auto seconds = parse_duration(w[1]);
+    if (!seconds)
+        return usage_error(where, fmt::format("bad duration '{}'", w[1]));
+    // "Let the target run": a target held at its entry point or by
+    // `interrupt` runs now.
+    if (has_target())
+        let_run();
+    if (has_target()) {
+        run_for(seconds);
+        return command_status::ok;
+    }
+    // Nothing to service: just wait, still interruptible.
+    pollfd p{signals_.fd(), POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(*seconds * 1000));
+    if (int sig = signals_.take(); sig != 0)
+        take_signal(sig);
+    return command_status::ok;
+}
+
+// ---------------------------------------------------------------- run control
+
+bool runner::bare_command_ready(const words& w, const std::string& where, const char* name)
+{
+    if (w.size() != 1) {
+        usage_error(where, fmt::format("usage: {}", name));
+        return false;
+    }
+    return require_target(where);
+}
+
+command_status runner::cmd_continue(const words& w, const std::string& where)
+{
+    if (!bare_command_ready(w, where, "continue"))
+        return command_status::failed;
+    if (!session_.is_held()) {
+        out_.note("the target is already running");
+        return command_status::ok;
+    }
+    session_.resume();
+    out_.print(continued_record{session_.pid()});
+    return command_status::ok;
+}
+
+command_status runner::cmd_interrupt(const words& w, const std::string& where)
+{
+    if (!bare_command_ready(w, where, "interrupt"))
+        return command_status::failed;
+    session_.interrupt();
+    out_.print(interrupted_record{session_.pid(), session_.lwps().size()});
+    return command_status::ok;
+}
+
+command_status runner::cmd_detach(const words& w, const std::string& where)
+{
+    if (!bare_command_ready(w, where, "detach"))
+        return command_status::failed;
+    session_.detach();
+    detached_ = true;
+    out_.print(detached_record{session_.pid(), seconds_since_start()});
+    return command_status::ok;
+}
+
+command_status runner::cmd_kill(const words& w, const std::string& where)
+{
+    if (!bare_command_ready(w, where, "kill"))
+        return command_status::failed;
+    session_.kill();
+    if (auto st = session_.process().exit_status())
+        note_exit(*st);
+    return command_status::ok;
+}
+
+}  // namespace tdctl::cmd

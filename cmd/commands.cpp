@@ -1,0 +1,122 @@
+// The command table and the help text of every command (`help`, `help CMD`).
+#include "cmd/commands.hpp"
+
+#include <algorithm>
+
+namespace tdctl::cmd {
+
+// A table of every command with its help text: longer than 60 lines by nature.
+std::span<const command_entry> command_table()
+{
+    static const std::vector<command_entry> table = {
+        {"threads", {"info-threads"}, &runner::cmd_threads,
+         "threads\n"
+         "  List every thread: TID, name, thread handle, state, whether it reports events\n"
+         "  (traceme), its own event mask, and its start routine. One row per record of the\n"
+         "  thread library, by handle: a thread that ended and was not joined yet is a\n"
+         "  zombie with no TID. LWPs without a record (no thread library) come from\n"
+         "  /proc/PID/task. TIDs are the host's; a target in another PID namespace also\n"
+         "  gets its own TIDs (NS-TID)."},
+        {"event", {}, &runner::cmd_event,
+         "event addr EVENTS          the reporting address of each event (td_ta_event_addr)\n"
+         "event set EVENTS [TID]     add to the global mask, or to thread TID's mask\n"
+         "event clear EVENTS [TID]   remove from the global mask, or from thread TID's mask\n"
+         "event enable on|off [TID|all]\n"
+         "                           event reporting for one thread or every thread (default all)\n"
+         "event getmsg [TID]         consume one buffered message (any thread, or TID's)\n"
+         "  EVENTS: names such as create or TD_CREATE, case-insensitive, comma-separated, or all.\n"
+         "  A thread reports an event only when its reporting is enabled and the event is in\n"
+         "  its own mask or the global mask; each thread buffers at most one message."},
+        {"stop", {}, &runner::cmd_stop,
+         "stop EVENTS [--for SECONDS]\n"
+         "  Plant breakpoints at the events' reporting addresses and run until one is hit.\n"
+         "  The whole target is then held: `event getmsg` drains by hand, `continue` resumes\n"
+         "  (and removes these breakpoints). Threads must have the events in a mask and\n"
+         "  reporting enabled (`event set`, `event enable on all`)."},
+        {"watch", {}, &runner::cmd_watch,
+         "watch [EVENTS] [--count N] [--for SECONDS]\n"
+         "  Arm the events (default: every event the thread library reports), enable\n"
+         "  reporting on every thread and each new one, and print each message as it is\n"
+         "  drained. Ends after N messages, after the duration, on Ctrl-C, or when the\n"
+         "  target exits; then everything it armed is put back."},
+        {"stats", {}, &runner::cmd_stats,
+         "stats enable|disable|reset|show\n"
+         "stats watch [--interval SECONDS] [--count N]\n"
+         "  Thread statistics (td_ta_enable_stats, td_ta_reset_stats, td_ta_get_stats):\n"
+         "  nthreads (the thread library's counter), r_concurrency (pthread_setconcurrency's\n"
+         "  level), and time averages over the window since enable/reset: nrunnable (LWPs\n"
+         "  running or waiting for a CPU), a_concurrency (on a CPU), nlwps (alive), nidle\n"
+         "  (alive, not runnable), each as a decimal and a fraction. Enabling resets;\n"
+         "  disabling freezes the averages. `stats watch` prints one row per interval."},
+        {"rusage", {}, &runner::cmd_rusage,
+         "rusage start|stop\n"
+         "rusage collect [TID|all] [--interval SECONDS [--count N]]\n"
+         "  Per-thread resource usage, as pthread_getrusage_np: start enables collection,\n"
+         "  stop disables it, collect before start fails with ENOSYS, an unknown TID with\n"
+         "  ESRCH. Fields Linux does not keep per thread show as n/a."},
+        {"lwpinfo", {}, &runner::cmd_lwpinfo,
+         "lwpinfo [TID|all]\n  User and system CPU time of each LWP (_lwp_info), ns resolution."},
+        {"bt", {"backtrace"}, &runner::cmd_bt,
+         "bt [TID|all]\n  The call stack of one thread or of every thread (default), unwound with libdw\n"
+         "  while the target is held for a moment."},
+        {"sleep", {}, &runner::cmd_sleep,
+         "sleep SECONDS\n  Let the target run for a while (e.g. 2, 1.5, 500ms), servicing it."},
+        {"continue", {"c", "cont"}, &runner::cmd_continue,
+         "continue\n  Resume a target held by `interrupt`, by a `stop` hit, or at the launch entry point."},
+        {"interrupt", {}, &runner::cmd_interrupt, "interrupt\n  Stop every thread of the target and hold it."},
+        {"detach", {}, &runner::cmd_detach,
+         "detach\n  Put back every byte, mask and flag tdctl changed and let the target go."},
+        {"kill", {}, &runner::cmd_kill, "kill\n  Kill the target (SIGKILL)."},
+        {"quit", {"q", "exit"}, &runner::cmd_quit,
+         "quit\n  Leave tdctl. An attached target is detached; a launched one is detached and\n"
+         "  waited for."},
+        {"help", {"?"}, &runner::cmd_help, "help [COMMAND]\n  This text, or one command's."},
+    };
+    return table;
+}
+
+const command_entry* find_command(std::string_view word)
+{
+    for (const auto& c : command_table())
+        if (c.name == word || std::ranges::find(c.aliases, word) != c.aliases.end())
+            return &c;
+    return nullptr;
+}
+
+runner::handler find_subcommand(std::span<const subcommand_entry> table, std::string_view word)
+{
+    for (const auto& s : table)
+        if (s.name == word)
+            return s.run;
+    return nullptr;
+}
+
+std::string help_text(const std::string& command)
+{
+    if (command.empty()) {
+        return "Commands:\n"
+               "  threads                          list threads\n"
+               "  event addr|set|clear|enable|getmsg ...\n"
+               "                                   the td_* event calls by hand (help event)\n"
+               "  stop EVENTS [--for S]            run until a thread reports one of EVENTS, then hold\n"
+               "  watch [EVENTS] [--count N] [--for S]\n"
+               "                                   print every event as it happens\n"
+               "  stats enable|disable|reset|show|watch\n"
+               "                                   thread statistics (help stats)\n"
+               "  rusage start|stop|collect [TID|all]\n"
+               "                                   per-thread resource usage\n"
+               "  lwpinfo [TID|all]                per-LWP user/system time\n"
+               "  bt [TID|all]                     call stacks\n"
+               "  sleep SECONDS                    let the target run\n"
+               "  continue | interrupt             resume / hold the target\n"
+               "  detach | kill | quit             end the session\n"
+               "  help [COMMAND]                   more about one command";
+    }
+    // By name only: `help event set` is the help of `event`, `help c` has none.
+    for (const auto& c : command_table())
+        if (c.name == command)
+            return std::string(c.help);
+    return {};
+}
+
+}  // namespace tdctl::cmd

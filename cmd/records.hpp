@@ -1,0 +1,271 @@
+// The records tdctl's commands print. A command gathers its records first
+// (plain values, no session inside), then prints them; each record has two
+// renderings of the same fields, a text line (or block) and a JSON object
+// (records.cpp, records_usage.cpp), so that --json and the text say the same.
+// Times are seconds since tdctl started (base/clock.hpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <sys/resource.h>
+#include <vector>
+
+#include <thread_db.h>
+
+#include "core/backtrace.hpp"
+#include "core/session.hpp"
+#include "events/event_message.hpp"
+#include "events/json_format.hpp"
+
+namespace tdctl::cmd {
+
+using events::json_record;
+
+/// The thread library tdctl found in the target, as records name it.
+struct library_info {
+    bool found = false;
+    std::string backend;                ///< "nptl", "tdagent"; "none" when !found
+    std::string version;                ///< the library's version string ("2.36")
+    std::string module;                 ///< the module that publishes it ("libc.so.6")
+    std::vector<td_event_e> events;     ///< the events it reports, in numeric order
+    std::string no_library_reason;      ///< why there is none (when !found)
+};
+
+/// What the session knows of its thread library now.
+library_info library_of(core::session& session);
+
+/// "attached to process ..." / "launched process ...": the first record.
+struct session_start_record {
+    bool launched = false;
+    pid_t pid = 0;
+    std::string name;            ///< /proc/PID/comm
+    std::size_t threads = 0;     ///< LWPs at the start
+    library_info library;
+    double time = 0;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// The target ended: `raw` is its wait status (exit code or killing signal).
+struct exit_record {
+    pid_t pid = 0;
+    int raw = 0;
+    double time = 0;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// A `stop` breakpoint was hit: the LWP that hit it and the event's address.
+struct stopped_record {
+    events::event_message message;   ///< event, tid, ns_tid, name, handle and time of the hit
+    json_record json() const;
+    std::string text() const;
+};
+
+/// The target exec'd another program; `backend` is the thread library found
+/// in it ("none" without one).
+struct exec_record {
+    pid_t pid = 0;
+    std::string name;
+    std::string backend;
+    double time = 0;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// `threads`: the process line above the table.
+struct process_record {
+    pid_t pid = 0;
+    std::optional<pid_t> ns_pid;   ///< the PID in the target's own PID namespace, when not ours
+    std::string name;
+    std::size_t threads = 0;       ///< rows in the table
+    library_info library;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// `threads`: one row. Text columns: TID [NS-TID] NAME HANDLE STATE TRACEME EVENTS START.
+struct thread_row {
+    /// What a readable record of the thread library adds.
+    struct record_info {
+        std::uint64_t startfunc = 0;   ///< start routine, 0 for the main thread
+        std::string startsym;          ///< the symbol there ("" when none)
+        bool traceme = false;          ///< event reporting enabled
+        std::string events;            ///< its own event mask (format_event_set)
+    };
+    std::optional<pid_t> tid;                ///< none for a record no LWP runs
+    bool ns_column = false;                  ///< the target has a PID namespace of its own
+    std::optional<pid_t> ns_tid;             ///< the TID there
+    std::string name;                        ///< /proc/PID/task/TID/comm ("" without an LWP)
+    std::string state;                       ///< "active", "zombie", "starting", "lwp", ...
+    std::optional<std::uint64_t> handle;     ///< the record's address, for a row of the library's list
+    std::optional<record_info> info;         ///< none when there is no record or it cannot be read
+    json_record json() const;
+    std::string text() const;
+};
+
+/// The column headings of the `threads` table.
+std::string thread_columns(bool ns_column);
+
+/// `event addr`: one event's reporting address.
+struct event_addr_record {
+    td_event_e event{};
+    std::uint64_t address = 0;
+    std::string symbol;
+    std::optional<std::string> step_over;   ///< the step-over kind of a planted breakpoint; none when not planted
+    json_record json() const;
+    std::string text() const;
+};
+
+/// `event set|clear`: the mask after the change.
+struct mask_record {
+    /// Thread scope: the TID as typed (text) and as a number (JSON); none for the global mask.
+    std::optional<std::string> tid_word;
+    std::string events;   ///< format_event_set of the new mask, "?" when it cannot be read back
+    json_record json() const;
+    std::string text() const;
+};
+
+/// `event enable`: one thread's reporting switched.
+struct enable_record {
+    pid_t tid = 0;               ///< ti_lid, 0 when the record cannot be read
+    std::uint64_t handle = 0;
+    bool on = false;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// `event enable` over every thread: records no LWP runs, counted, not listed.
+struct enable_count_record {
+    enum class which { ended, starting } kind = which::ended;
+    std::size_t count = 0;
+    bool on = false;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// `event getmsg` found no message (TD_NOMSG, an expected outcome).
+struct no_message_record {
+    std::optional<int> tid;   ///< the thread asked, none for "any thread"
+    json_record json() const;
+    std::string text() const;
+};
+
+/// The end of `watch`: how many messages, and why it ended
+/// ("count", "duration", "signal", "exit", "detached").
+struct watch_end_record {
+    long long messages = 0;
+    std::string reason;
+    double time = 0;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// `continue` resumed the target.
+struct continued_record {
+    pid_t pid = 0;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// `interrupt` holds the target's `threads` LWPs.
+struct interrupted_record {
+    pid_t pid = 0;
+    std::size_t threads = 0;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// tdctl let the target go (`detach`, or the end of the session).
+struct detached_record {
+    pid_t pid = 0;
+    double time = 0;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// `bt`: one thread's call stack, innermost frame first.
+struct backtrace_record {
+    pid_t tid = 0;
+    std::string name;
+    std::vector<core::stack_frame> frames;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// `help`: the text of the command list or of one command.
+struct help_record {
+    std::string text_;
+    json_record json() const;
+    std::string text() const { return text_; }
+};
+
+/// `stats show` (the whole window) or one `stats watch` row (`interval` set:
+/// the averages over the interval just past).
+struct stats_record {
+    core::thread_stats stats;
+    std::optional<core::stat_averages> interval;
+    double at = 0;   ///< when the numbers were read
+    json_record json() const;
+    std::string text() const;
+};
+
+/// The column headings of `stats watch`.
+std::string stats_columns();
+
+/// `stats enable|disable|reset`: gathering on or off after the change.
+struct stats_state_record {
+    bool enabled = false;
+    bool reset = false;   ///< the window was reset (`stats reset`)
+    json_record json() const;
+    std::string text() const;
+};
+
+/// `rusage start|stop`.
+struct rusage_state_record {
+    bool enabled = false;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// `rusage collect`: one LWP's usage (fields Linux does not keep print as n/a / null).
+struct rusage_record {
+    pid_t tid = 0;
+    std::string name;
+    struct rusage usage {};
+    double time = 0;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// The column headings of `rusage collect`.
+std::string rusage_columns();
+
+/// `rusage collect all`: the process's own times, which include threads that
+/// have exited (/proc/PID/stat), seconds.
+struct rusage_process_record {
+    pid_t pid = 0;
+    double utime = 0;
+    double stime = 0;
+    unsigned long long minflt = 0;
+    unsigned long long majflt = 0;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// `lwpinfo`: one LWP's user and system CPU time, seconds (ns resolution).
+struct lwpinfo_record {
+    pid_t tid = 0;
+    std::string name;
+    double utime = 0;
+    double stime = 0;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// The column headings of `lwpinfo`.
+std::string lwpinfo_columns();
+
+}  // namespace tdctl::cmd
