@@ -23,4 +23,9 @@ void write_line(const std::string& line)
     std::fprintf(stderr, "tdctl: debug: %s\n", line.c_str());
 }
 
+void write_warning(const std::string& line)
+{
+    std::fprintf(stderr, "tdctl: %s\n", line.c_str());
+}
+
 }  // namespace tdctl::log

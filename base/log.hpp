@@ -17,4 +17,15 @@ void debug(fmt::format_string<Args...> f, Args&&... args)
         write_line(fmt::format(f, std::forward<Args>(args)...));
 }
 
+/// Writes "tdctl: <line>" to stderr, whether or not debugging is on.
+void write_warning(const std::string& line);
+
+/// A line every user sees on stderr, "tdctl: <message>": something tdctl could
+/// not do and carried on without (a task that did not stop, a failed detach).
+template <typename... Args>
+void warning(fmt::format_string<Args...> f, Args&&... args)
+{
+    write_warning(fmt::format(f, std::forward<Args>(args)...));
+}
+
 }  // namespace tdctl::log
