@@ -12,6 +12,29 @@
 
 namespace tdctl::ptrace {
 
+namespace {
+
+// Repeats a positional transfer on /proc/PID/mem (`io` is ::pread or ::pwrite)
+// of buf, which starts at target address addr, from byte `done` on, until all
+// is done or a call fails with other than EINTR or moves nothing. Returns the
+// bytes done in all.
+template <typename Byte, typename Io>
+std::size_t transfer(int fd, target_addr addr, std::span<Byte> buf, std::size_t done, Io io)
+{
+    while (done < buf.size()) {
+        ssize_t m = io(fd, buf.data() + done, buf.size() - done, static_cast<off_t>(addr.value + done));
+        if (m <= 0) {
+            if (m < 0 && errno == EINTR)
+                continue;
+            break;
+        }
+        done += static_cast<std::size_t>(m);
+    }
+    return done;
+}
+
+}  // namespace
+
 process_memory::process_memory(pid_t pid) : pid_(pid)
 {
     reopen();
@@ -39,17 +62,7 @@ std::size_t process_memory::read(target_addr addr, std::span<std::byte> out)
     // mappings (e.g. PROT_NONE guard pages are unreadable either way, but
     // VM_IO ones are not); /proc/PID/mem is the fallback.
     std::size_t done = n > 0 ? static_cast<std::size_t>(n) : 0;
-    while (done < out.size()) {
-        ssize_t m = ::pread(mem_fd_.get(), out.data() + done, out.size() - done,
-                            static_cast<off_t>(addr.value + done));
-        if (m <= 0) {
-            if (m < 0 && errno == EINTR)
-                continue;
-            break;
-        }
-        done += static_cast<std::size_t>(m);
-    }
-    return done;
+    return transfer(mem_fd_.get(), addr, out, done, ::pread);
 }
 
 std::size_t process_memory::read_many(std::span<const std::pair<target_addr, std::span<std::byte>>> ranges)
@@ -75,18 +88,7 @@ std::size_t process_memory::read_many(std::span<const std::pair<target_addr, std
 
 bool process_memory::write(target_addr addr, std::span<const std::byte> in)
 {
-    std::size_t done = 0;
-    while (done < in.size()) {
-        ssize_t m = ::pwrite(mem_fd_.get(), in.data() + done, in.size() - done,
-                             static_cast<off_t>(addr.value + done));
-        if (m <= 0) {
-            if (m < 0 && errno == EINTR)
-                continue;
-            return false;
-        }
-        done += static_cast<std::size_t>(m);
-    }
-    return true;
+    return transfer(mem_fd_.get(), addr, in, 0, ::pwrite) == in.size();
 }
 
 }  // namespace tdctl::ptrace

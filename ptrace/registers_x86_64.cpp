@@ -28,4 +28,14 @@ bool registers::write(tid_t tid) const
     return true;
 }
 
+bool registers::emulate_return(target_memory& mem)
+{
+    std::uint64_t return_address = 0;
+    if (!mem.read_value(sp(), return_address))
+        return false;
+    set_pc(target_addr{return_address});
+    set_sp(sp() + 8);
+    return true;
+}
+
 }  // namespace tdctl::ptrace

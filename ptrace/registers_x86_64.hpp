@@ -4,6 +4,7 @@
 #include <optional>
 #include <sys/user.h>
 
+#include "base/target_memory.hpp"
 #include "base/types.hpp"
 
 namespace tdctl::ptrace {
@@ -27,6 +28,11 @@ public:
     long syscall_number() const { return static_cast<long>(regs_.orig_rax); }
     /// First syscall argument (rdi).
     std::uint64_t arg0() const { return regs_.rdi; }
+
+    /// Performs a `ret` on these registers (not yet on the task: write() does
+    /// that): pc <- the 8-byte return address at [sp], read from mem; sp += 8.
+    /// False, with the registers unchanged, when [sp] cannot be read.
+    bool emulate_return(target_memory& mem);
 
     const user_regs_struct& raw() const { return regs_; }
 

@@ -65,6 +65,15 @@ struct traced_process::task : task_info {
     // single instruction of its own before then, and with an interrupt
     // pending it stops before it does. Counted as held, never waited for.
     bool in_vfork = false;
+
+    /// Keeps a signal the task stopped for, to deliver on its restart.
+    void keep_signal(int sig)
+    {
+        pending_signal = sig;
+        ++signals_received;
+    }
+    /// The registers at its trap on trap_site, or as they are now.
+    registers regs_at_trap() const { return trap_regs ? *trap_regs : registers::read(tid).value_or(registers{}); }
 };
 
 traced_process::traced_process(pid_t pid, bool launched)
@@ -80,8 +89,8 @@ traced_process::~traced_process()
         return;
     try {
         detach();
-    } catch (const error& e) {
-        std::fprintf(stderr, "tdctl: detaching from %d failed: %s\n", pid_, e.what());
+    } catch (const std::exception& e) {
+        log::warning("detaching from {} failed: {}", pid_, e.what());
     }
 }
 
@@ -106,9 +115,26 @@ traced_process::task* traced_process::find_task(tid_t tid)
     return it == tasks_.end() ? nullptr : it->second.get();
 }
 
+traced_process::task& traced_process::add_task(tid_t tid)
+{
+    auto t = std::make_unique<task>();
+    t->tid = tid;
+    task& added = *t;
+    tasks_[tid] = std::move(t);
+    return added;
+}
+
 void traced_process::forget_task(tid_t tid)
 {
     tasks_.erase(tid);
+}
+
+void traced_process::mark_process_gone(int raw_status)
+{
+    gone_ = true;
+    exit_status_ = raw_status;
+    tasks_.clear();
+    sites_.clear();
 }
 
 std::optional<target_addr> traced_process::refresh_thread_pointer(tid_t tid)
@@ -129,9 +155,7 @@ void traced_process::seize(tid_t tid, bool is_leader)
 {
     int err = ptrace_call(PTRACE_SEIZE, tid, nullptr, as_ptr(trace_options));
     if (err == 0) {
-        auto t = std::make_unique<task>();
-        t->tid = tid;
-        tasks_[tid] = std::move(t);
+        add_task(tid);
         return;
     }
     if (err == ESRCH && !is_leader)
@@ -204,17 +228,57 @@ std::unique_ptr<traced_process> traced_process::attach(pid_t pid, int cancel_fd)
 
 // ---------------------------------------------------------------- launch
 
+namespace {
+
+// The two pipes between launch() and its child, both close-on-exec.
+struct launch_pipes {
+    unique_fd go_read, go_write;    // one byte from the parent once it has seized the child
+    unique_fd err_read, err_write;  // the child's errno when exec fails; EOF when it succeeds
+};
+
+launch_pipes open_launch_pipes()
+{
+    launch_pipes p;
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0)
+        throw error::from_errno(errno, "pipe");
+    p.go_read.reset(fds[0]);
+    p.go_write.reset(fds[1]);
+    if (::pipe2(fds, O_CLOEXEC) != 0)
+        throw error::from_errno(errno, "pipe");
+    p.err_read.reset(fds[0]);
+    p.err_write.reset(fds[1]);
+    return p;
+}
+
+// The launched child after fork(): waits until the parent has seized it, then
+// execs with the signal state the program would have had without us. Only
+// async-signal-safe calls; a failed exec's errno goes to err_fd.
+[[noreturn]] void exec_child(char* const* argv, const std::vector<std::string>& extra_env, int go_fd, int err_fd)
+{
+    char c;
+    while (::read(go_fd, &c, 1) < 0 && errno == EINTR) {
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    for (const auto& e : extra_env)
+        ::putenv(const_cast<char*>(e.c_str()));
+    ::execvp(argv[0], argv);
+    int e = errno;
+    [[maybe_unused]] auto n = ::write(err_fd, &e, sizeof e);
+    ::_exit(127);
+}
+
+}  // namespace
+
 std::unique_ptr<traced_process> traced_process::launch(const launch_options& opts)
 {
     if (opts.argv.empty())
         throw error::usage("no program to launch");
-
-    int go_pipe[2], err_pipe[2];
-    if (::pipe2(go_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)
-        throw error::from_errno(errno, "pipe");
-    unique_fd go_read(go_pipe[0]), go_write(go_pipe[1]), err_read(err_pipe[0]), err_write(err_pipe[1]);
-
-    std::vector<char*> argv;
+    launch_pipes pipes = open_launch_pipes();
+    std::vector<char*> argv;  // built before fork(): the child may not allocate
     for (const auto& a : opts.argv)
         argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -223,64 +287,56 @@ std::unique_ptr<traced_process> traced_process::launch(const launch_options& opt
     if (child < 0)
         throw error::from_errno(errno, "fork");
     if (child == 0) {
-        // Child: wait until the parent has seized us, then exec. Only
-        // async-signal-safe calls from here on.
-        go_write.reset();
-        err_read.reset();
-        char c;
-        while (::read(go_read.get(), &c, 1) < 0 && errno == EINTR) {
-        }
-        // Give the program the signal state it would have had without us.
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, nullptr);
-        ::signal(SIGPIPE, SIG_DFL);
-        for (const auto& e : opts.extra_env)
-            ::putenv(const_cast<char*>(e.c_str()));
-        ::execvp(argv[0], argv.data());
-        int e = errno;
-        [[maybe_unused]] auto n = ::write(err_write.get(), &e, sizeof e);
-        ::_exit(127);
+        pipes.go_write.reset();
+        pipes.err_read.reset();
+        exec_child(argv.data(), opts.extra_env, pipes.go_read.get(), pipes.err_write.get());
     }
 
     std::unique_ptr<traced_process> p(new traced_process(child, true));
-    go_read.reset();
-    err_write.reset();
-    if (int err = ptrace_call(PTRACE_SEIZE, tid_t{child}, nullptr, as_ptr(trace_options)); err != 0) {
-        ::kill(child, SIGKILL);
-        ::waitpid(child, nullptr, 0);
-        p->gone_ = true;
-        throw error::from_errno(err, "cannot trace the launched program");
-    }
-    auto t = std::make_unique<task>();
-    t->tid = tid_t{child};
-    p->tasks_[t->tid] = std::move(t);
+    pipes.go_read.reset();
+    pipes.err_write.reset();
+    p->seize_launched();
     char go = 'g';
-    [[maybe_unused]] auto n = ::write(go_write.get(), &go, 1);
-    go_write.reset();
-
-    // Until exec, only our own child code runs: wait for the exec event.
-    for (;;) {
-        auto ws = p->waiter_->wait_for(tid_t{child});
-        if (!ws || ws->kind() == wait_kind::exited || ws->kind() == wait_kind::killed) {
-            p->gone_ = true;
-            p->tasks_.clear();
-            int e = 0;
-            if (::read(err_read.get(), &e, sizeof e) == sizeof e)
-                throw error::from_errno(e, fmt::format("cannot run {}", opts.argv[0]));
-            throw error::target(fmt::format("{} exited before it started", opts.argv[0]));
-        }
-        if (ws->kind() == wait_kind::exec_event)
-            break;
-        int sig = ws->kind() == wait_kind::signal_stop ? ws->signal() : 0;
-        ptrace_call(PTRACE_CONT, tid_t{child}, nullptr, as_ptr(sig));
-    }
-    auto& leader = *p->tasks_.at(tid_t{child});
-    leader.stopped = true;
+    [[maybe_unused]] auto n = ::write(pipes.go_write.get(), &go, 1);
+    pipes.go_write.reset();
+    p->run_to_exec(pipes.err_read, opts.argv[0]);
     p->memory_ = std::make_unique<process_memory>(child);
     p->journal_ = std::make_unique<change_journal>(*p->memory_, child);
     p->run_to_entry();
     return p;
+}
+
+void traced_process::seize_launched()
+{
+    tid_t leader{pid_};
+    if (int err = ptrace_call(PTRACE_SEIZE, leader, nullptr, as_ptr(trace_options)); err != 0) {
+        ::kill(pid_, SIGKILL);
+        waiter_->wait_for(leader);  // reap it: it never ran a byte of the program
+        gone_ = true;
+        throw error::from_errno(err, "cannot trace the launched program");
+    }
+    add_task(leader);
+}
+
+void traced_process::run_to_exec(const unique_fd& err_read, const std::string& program)
+{
+    // Until exec, only our own child code runs: pass its signals on.
+    tid_t leader{pid_};
+    for (;;) {
+        auto ws = waiter_->wait_for(leader);
+        if (!ws || ws->has_ended()) {
+            gone_ = true;
+            tasks_.clear();
+            int e = 0;
+            if (::read(err_read.get(), &e, sizeof e) == sizeof e)
+                throw error::from_errno(e, fmt::format("cannot run {}", program));
+            throw error::target(fmt::format("{} exited before it started", program));
+        }
+        if (ws->kind() == wait_kind::exec_event)
+            break;
+        ptrace_call(PTRACE_CONT, leader, nullptr, as_ptr(ws->signal_to_deliver()));
+    }
+    find_task(leader)->stopped = true;
 }
 
 void traced_process::run_to_entry()
@@ -390,12 +446,8 @@ void traced_process::clear_threads_from(const breakpoint_site& site)
         if (!regs || regs->pc() != site.address() + breakpoint_pc_adjust)
             continue;
         consume_owed_sigtrap(*t);
-        std::uint64_t ret_addr = 0;
-        if (!memory_->read_value(regs->sp(), ret_addr))
-            continue;
-        regs->set_pc(target_addr{ret_addr});
-        regs->set_sp(regs->sp() + 8);
-        regs->write(tid);
+        if (regs->emulate_return(*memory_))
+            regs->write(tid);
     }
 }
 
@@ -423,12 +475,8 @@ std::optional<stop_event> traced_process::next_event(int timeout_ms)
         if (ev.kind == stop_kind::thread_exited || ev.kind == stop_kind::process_exited) {
             if (task* t = find_task(ev.tid); t != nullptr && t->exiting && !t->stopped)
                 forget_task(ev.tid);
-            if (ev.kind == stop_kind::process_exited && !gone_) {
-                gone_ = true;
-                exit_status_ = ev.status;
-                tasks_.clear();
-                sites_.clear();
-            }
+            if (ev.kind == stop_kind::process_exited && !gone_)
+                mark_process_gone(ev.status);
         }
         return ev;
     }
@@ -462,123 +510,129 @@ void traced_process::leave_to_owner(const stop_event& ev)
             c->needs_owner = true;
 }
 
+void traced_process::restart_if_free(task& t)
+{
+    if (!is_holding() && !t.needs_owner)
+        restart(t);
+}
+
 std::optional<stop_event> traced_process::handle_status(tid_t tid, wait_status ws)
 {
     task* t = find_task(tid);
-    if (t != nullptr && ws.is_stop() && ws.kind() != wait_kind::event_stop) {
+    if (t == nullptr) {
+        on_unknown_task(tid, ws);
+        return std::nullopt;
+    }
+    if (ws.is_stop() && ws.kind() != wait_kind::event_stop) {
         // Any ptrace-stop clears the kernel's pending interrupt trap: the
         // PTRACE_INTERRUPT is satisfied by whichever stop comes first.
         t->interrupt_pending = false;
     }
-    if (t == nullptr) {
-        if (ws.kind() == wait_kind::exit_event) {
-            // A clone whose parent died (SIGKILL, the group's exit or an
-            // exec) before reporting it: SIGKILL woke it from its first stop
-            // and it is exiting. Nothing is owed to it, and the group's exit
-            // (or the exec's de_thread) waits until it has gone.
-            early_stops_.erase(tid);
-            ptrace_call(PTRACE_CONT, tid, nullptr, nullptr);
-        } else if (ws.is_stop()) {
-            // A new clone whose first stop came before its parent's clone event.
-            early_stops_.insert_or_assign(tid, ws);
-        } else {
-            early_stops_.erase(tid);   // it has gone
-        }
-        return std::nullopt;
-    }
-
     switch (ws.kind()) {
     case wait_kind::exited:
-    case wait_kind::killed: {
-        forget_task(tid);
-        if (tid.value == pid_) {
-            // The leader is reaped last; the process is gone.
-            gone_ = true;
-            exit_status_ = ws.raw();
-            tasks_.clear();
-            sites_.clear();
-            return stop_event{stop_kind::process_exited, tid, {}, {}, ws.raw()};
-        }
-        return stop_event{stop_kind::thread_exited, tid, {}, {}, ws.raw()};
-    }
-
-    case wait_kind::signal_stop: {
-        hold_stopped(*t);
-        if (ws.signal() == SIGTRAP && t->sigtrap_owed) {
-            // The queued SIGTRAP of a hit already reported through an interrupt.
-            t->sigtrap_owed = false;
-            if (!is_holding() && !t->needs_owner)
-                restart(*t);
-            return std::nullopt;
-        }
-        if (ws.signal() == SIGTRAP) {
-            if (auto ev = on_breakpoint_trap(*t))
-                return ev;
-            if (!t->trap_site.is_null() || !t->stopped)
-                return std::nullopt;
-        }
-        if (ws.signal() == SIGCONT)
-            for (auto& [id, other] : tasks_)
-                other->in_group_stop = false;
-        t->pending_signal = ws.signal();
-        ++t->signals_received;
-        if (!is_holding() && !t->needs_owner)
-            restart(*t);
-        return std::nullopt;
-    }
-
+    case wait_kind::killed:
+        return on_task_ended(tid, ws);
+    case wait_kind::signal_stop:
+        return on_signal_stop(*t, ws.signal());
     case wait_kind::group_stop:
-        hold_stopped(*t);
-        t->in_group_stop = true;
-        t->interrupt_pending = false;
-        if (!is_holding() && !t->needs_owner)
-            restart(*t);
+        on_group_stop(*t);
         return std::nullopt;
-
-    case wait_kind::event_stop: {
-        hold_stopped(*t);
-        bool interrupted = t->interrupt_pending;
-        t->interrupt_pending = false;
-        // The kernel reports a pending jobctl trap before a queued signal: a
-        // thread that had just executed a trap byte shows up here, past the
-        // site, with the trap's SIGTRAP still queued. It is a hit.
-        if (auto ev = on_trap_before_interrupt(*t))
-            return ev;
-        if (!interrupted && t->in_group_stop)
-            t->in_group_stop = false;  // a LISTENing task reports the end of its group-stop
-        if (!is_holding() && !t->needs_owner)
-            restart(*t);
-        return std::nullopt;
-    }
-
+    case wait_kind::event_stop:
+        return on_event_stop(*t);
     case wait_kind::clone_event:
-        hold_stopped(*t);
         return on_clone(*t);
-
     case wait_kind::fork_event:
     case wait_kind::vfork_event:
-        hold_stopped(*t);
         on_fork(*t, ws.kind() == wait_kind::vfork_event);
-        if (!is_holding() && !t->needs_owner)
-            restart(*t);
         return std::nullopt;
-
     case wait_kind::exec_event:
         return on_exec(tid);
-
     case wait_kind::exit_event:
         hold_stopped(*t);
         t->exiting = true;
         return stop_event{stop_kind::thread_exiting, tid, {}, {}, 0};
-
     case wait_kind::vfork_done:
     case wait_kind::syscall_stop:
     case wait_kind::other:
         hold_stopped(*t);
-        if (!is_holding() && !t->needs_owner)
-            restart(*t);
+        restart_if_free(*t);
         return std::nullopt;
     }
+    return std::nullopt;
+}
+
+void traced_process::on_unknown_task(tid_t tid, wait_status ws)
+{
+    if (ws.kind() == wait_kind::exit_event) {
+        // A clone whose parent died (SIGKILL, the group's exit or an
+        // exec) before reporting it: SIGKILL woke it from its first stop
+        // and it is exiting. Nothing is owed to it, and the group's exit
+        // (or the exec's de_thread) waits until it has gone.
+        early_stops_.erase(tid);
+        ptrace_call(PTRACE_CONT, tid, nullptr, nullptr);
+    } else if (ws.is_stop()) {
+        // A new clone whose first stop came before its parent's clone event.
+        early_stops_.insert_or_assign(tid, ws);
+    } else {
+        early_stops_.erase(tid);  // it has gone
+    }
+}
+
+std::optional<stop_event> traced_process::on_task_ended(tid_t tid, wait_status ws)
+{
+    forget_task(tid);
+    if (tid.value == pid_) {
+        // The leader is reaped last; the process is gone.
+        mark_process_gone(ws.raw());
+        return stop_event{stop_kind::process_exited, tid, {}, {}, ws.raw()};
+    }
+    return stop_event{stop_kind::thread_exited, tid, {}, {}, ws.raw()};
+}
+
+std::optional<stop_event> traced_process::on_signal_stop(task& t, int sig)
+{
+    hold_stopped(t);
+    if (sig == SIGTRAP && t.sigtrap_owed) {
+        // The queued SIGTRAP of a hit already reported through an interrupt.
+        t.sigtrap_owed = false;
+        restart_if_free(t);
+        return std::nullopt;
+    }
+    if (sig == SIGTRAP) {
+        if (auto ev = on_breakpoint_trap(t))
+            return ev;
+        if (!t.trap_site.is_null() || !t.stopped)
+            return std::nullopt;
+    }
+    if (sig == SIGCONT)
+        for (auto& [id, other] : tasks_)
+            other->in_group_stop = false;
+    t.keep_signal(sig);
+    restart_if_free(t);
+    return std::nullopt;
+}
+
+void traced_process::on_group_stop(task& t)
+{
+    hold_stopped(t);
+    t.in_group_stop = true;
+    t.interrupt_pending = false;
+    restart_if_free(t);
+}
+
+std::optional<stop_event> traced_process::on_event_stop(task& t)
+{
+    hold_stopped(t);
+    bool interrupted = t.interrupt_pending;
+    t.interrupt_pending = false;
+    // The kernel reports a pending jobctl trap before a queued signal: a
+    // thread that had just executed a trap byte shows up here, past the
+    // site, with the trap's SIGTRAP still queued. It is a hit.
+    if (auto ev = on_trap_before_interrupt(t))
+        return ev;
+    if (!interrupted && t.in_group_stop)
+        t.in_group_stop = false;  // a LISTENing task reports the end of its group-stop
+    restart_if_free(t);
     return std::nullopt;
 }
 
@@ -677,10 +731,8 @@ void traced_process::consume_owed_sigtrap(task& t)
         }
         if (ws->kind() == wait_kind::signal_stop && ws->signal() == SIGTRAP)
             break;
-        if (ws->kind() == wait_kind::signal_stop) {
-            t.pending_signal = ws->signal();
-            ++t.signals_received;
-        }
+        if (ws->kind() == wait_kind::signal_stop)
+            t.keep_signal(ws->signal());
         if (ptrace_call(PTRACE_CONT, t.tid, nullptr, nullptr) != 0)
             return;
     }
@@ -699,12 +751,7 @@ void traced_process::finish_step_over(task& t)
     } else {
         // The site holds a return: perform it, so the thread is past the site
         // and the same report cannot trap again once the bytes change.
-        registers regs = t.trap_regs ? *t.trap_regs : registers::read(t.tid).value_or(registers{});
-        std::uint64_t ret_addr = 0;
-        memory_->read_value(regs.sp(), ret_addr);
-        regs.set_pc(target_addr{ret_addr});
-        regs.set_sp(regs.sp() + 8);
-        regs.write(t.tid);
+        return_from_trap(t);
     }
     t.trap_site = {};
     t.trap_regs.reset();
@@ -720,21 +767,31 @@ std::optional<wait_status> traced_process::wait_first_stop(tid_t child)
     return waiter_->wait_for(child);
 }
 
+std::optional<std::uint64_t> traced_process::read_clone_flags(long syscall_number, std::uint64_t arg0)
+{
+    // clone(2) passes flags in its first argument; clone3(2) passes a struct
+    // clone_args whose first field is the flags.
+    std::uint64_t flags = 0;
+    if (syscall_number == SYS_vfork)
+        return CLONE_VFORK;
+    if (syscall_number == SYS_clone)
+        return arg0;
+    if (syscall_number == SYS_clone3 && memory_->read_value(target_addr{arg0}, flags))
+        return flags;
+    return std::nullopt;
+}
+
 std::optional<stop_event> traced_process::on_clone(task& parent)
 {
+    hold_stopped(parent);
     unsigned long msg = 0;
     ptrace_call(PTRACE_GETEVENTMSG, parent.tid, nullptr, &msg);
     tid_t child{static_cast<pid_t>(msg)};
 
-    // Is it a thread of this process? clone(2) passes flags in rdi; clone3(2)
-    // passes a struct clone_args whose first field is the flags.
+    // Is it a thread of this process?
     std::uint64_t flags = CLONE_THREAD;
-    if (auto regs = registers::read(parent.tid)) {
-        if (regs->syscall_number() == SYS_clone)
-            flags = regs->arg0();
-        else if (regs->syscall_number() == SYS_clone3)
-            memory_->read_value(target_addr{regs->arg0()}, flags);
-    }
+    if (auto regs = registers::read(parent.tid))
+        flags = read_clone_flags(regs->syscall_number(), regs->arg0()).value_or(CLONE_THREAD);
 
     auto first = wait_first_stop(child);
     if (!first || !first->is_stop()) {
@@ -745,54 +802,48 @@ std::optional<stop_event> traced_process::on_clone(task& parent)
     }
     if ((flags & CLONE_THREAD) == 0) {
         // A new process sharing (CLONE_VM) or copying memory: not ours to keep.
-        if ((flags & CLONE_VM) == 0) {
-            try {
-                process_memory child_mem(child.value);
-                for (auto& [addr, e] : sites_)
-                    if (e.site->is_inserted())
-                        child_mem.write(addr, e.site->saved_bytes());
-            } catch (const error&) {
-            }
-        }
-        ptrace_call(PTRACE_DETACH, child, nullptr, nullptr);
+        let_go_new_process(child, (flags & CLONE_VM) == 0);
         if (!is_holding())
             restart(parent);
         return std::nullopt;
     }
 
-    auto t = std::make_unique<task>();
-    t->tid = child;
-    t->stopped = true;
+    task& t = add_task(child);
+    t.stopped = true;
     if (auto regs = registers::read(child))
-        t->thread_pointer = regs->thread_pointer();
-    tasks_[child] = std::move(t);
+        t.thread_pointer = regs->thread_pointer();
     parent.newest_clone_child = child;
     return stop_event{stop_kind::thread_created, parent.tid, child, {}, 0};
 }
 
 void traced_process::on_fork(task& parent, bool is_vfork)
 {
+    hold_stopped(parent);
     unsigned long msg = 0;
     ptrace_call(PTRACE_GETEVENTMSG, parent.tid, nullptr, &msg);
     tid_t child{static_cast<pid_t>(msg)};
-    auto first = wait_first_stop(child);
-    if (!first || !first->is_stop())
-        return;
-    // A forked child has its own copy of our patched text: put the original
-    // bytes back before letting it go. A vfork child shares our memory, so
-    // its bytes are the parent's and must stay.
-    if (!is_vfork) {
+    if (auto first = wait_first_stop(child); first && first->is_stop()) {
+        // A vfork child shares our memory: its bytes are the parent's and must stay.
+        let_go_new_process(child, !is_vfork);
+        log::debug("{} child {} detached", is_vfork ? "vfork" : "fork", child.value);
+    }
+    restart_if_free(parent);
+}
+
+void traced_process::let_go_new_process(tid_t child, bool has_own_memory)
+{
+    // Its own copy of our patched text gets the original bytes back first.
+    if (has_own_memory) {
         try {
             process_memory child_mem(child.value);
             for (auto& [addr, e] : sites_)
                 if (e.site->is_inserted())
                     child_mem.write(addr, e.site->saved_bytes());
         } catch (const error& e) {
-            log::debug("cleaning fork child {}: {}", child.value, e.what());
+            log::debug("cleaning child process {}: {}", child.value, e.what());
         }
     }
     ptrace_call(PTRACE_DETACH, child, nullptr, nullptr);
-    log::debug("{} child {} detached", is_vfork ? "vfork" : "fork", child.value);
 }
 
 std::optional<stop_event> traced_process::on_exec(tid_t tid)
@@ -820,11 +871,8 @@ std::optional<stop_event> traced_process::on_exec(tid_t tid)
     }
     for (auto it = tasks_.begin(); it != tasks_.end();)
         it = it->first == leader ? std::next(it) : tasks_.erase(it);
-    if (!find_task(leader)) {
-        auto t = std::make_unique<task>();
-        t->tid = leader;
-        tasks_[leader] = std::move(t);
-    }
+    if (!find_task(leader))
+        add_task(leader);
     sites_.clear();
     queue_.erase(std::remove_if(queue_.begin(), queue_.end(),
                                 [](const stop_event& e) { return e.kind != stop_kind::process_exited; }),
@@ -864,36 +912,8 @@ void traced_process::restart(task& t)
     if (t.in_group_stop && t.trap_site.is_null()) {
         err = ptrace_call(PTRACE_LISTEN, t.tid, nullptr, nullptr);
     } else {
-        if (!t.trap_site.is_null()) {
-            auto it = sites_.find(t.trap_site);
-            if (it == sites_.end() || !it->second.site->is_inserted()) {
-                // The site went away meanwhile: re-execute the original bytes.
-                if (auto regs = registers::read(t.tid)) {
-                    regs->set_pc(t.trap_site);
-                    regs->write(t.tid);
-                }
-            } else {
-                breakpoint_site& site = *it->second.site;
-                switch (site.kind()) {
-                case step_over_kind::resume_in_place:
-                    break;  // the pc already sits on the `ret` after the trap byte
-                case step_over_kind::emulate_return: {
-                    registers regs = t.trap_regs ? *t.trap_regs : registers::read(t.tid).value_or(registers{});
-                    std::uint64_t ret_addr = 0;
-                    memory_->read_value(regs.sp(), ret_addr);
-                    regs.set_pc(target_addr{ret_addr});
-                    regs.set_sp(regs.sp() + 8);
-                    regs.write(t.tid);
-                    break;
-                }
-                case step_over_kind::single_step:
-                    step_over_single(t, site);
-                    break;
-                }
-            }
-            t.trap_site = {};
-            t.trap_regs.reset();
-        }
+        if (!t.trap_site.is_null())
+            step_over(t);
         err = ptrace_call(PTRACE_CONT, t.tid, nullptr, as_ptr(t.pending_signal));
         if (t.in_group_stop && err == 0)
             t.in_group_stop = false;
@@ -902,6 +922,39 @@ void traced_process::restart(task& t)
     t.stopped = false;
     if (err != 0 && err != ESRCH)
         throw error::from_errno(err, fmt::format("resuming task {}", t.tid.value));
+}
+
+void traced_process::step_over(task& t)
+{
+    auto it = sites_.find(t.trap_site);
+    if (it == sites_.end() || !it->second.site->is_inserted()) {
+        // The site went away meanwhile: re-execute the original bytes.
+        if (auto regs = registers::read(t.tid)) {
+            regs->set_pc(t.trap_site);
+            regs->write(t.tid);
+        }
+    } else {
+        breakpoint_site& site = *it->second.site;
+        switch (site.kind()) {
+        case step_over_kind::resume_in_place:
+            break;  // the pc already sits on the `ret` after the trap byte
+        case step_over_kind::emulate_return:
+            return_from_trap(t);
+            break;
+        case step_over_kind::single_step:
+            step_over_single(t, site);
+            break;
+        }
+    }
+    t.trap_site = {};
+    t.trap_regs.reset();
+}
+
+void traced_process::return_from_trap(task& t)
+{
+    registers regs = t.regs_at_trap();
+    if (regs.emulate_return(*memory_))
+        regs.write(t.tid);
 }
 
 void traced_process::step_over_single(task& t, breakpoint_site& site)
@@ -928,8 +981,15 @@ void traced_process::step_over_single(task& t, breakpoint_site& site)
         ~relift_guard()
         {
             site.reinsert(*self->memory_);
-            if (stopped_others)
+            if (!stopped_others)
+                return;
+            try {
                 self->release_all();
+            } catch (const std::exception& e) {
+                // Not thrown on from a destructor: a task that could not be
+                // restarted stays stopped, the others run.
+                log::warning("after stepping over {}: {}", site.address(), e.what());
+            }
         }
     } guard{this, site, stopped_others};
 
@@ -938,6 +998,11 @@ void traced_process::step_over_single(task& t, breakpoint_site& site)
         regs->set_pc(site.address());
         regs->write(t.tid);
     }
+    single_step_once(t);
+}
+
+void traced_process::single_step_once(task& t)
+{
     for (int attempt = 0; attempt < 16; ++attempt) {
         if (ptrace_call(PTRACE_SINGLESTEP, t.tid, nullptr, nullptr) != 0)
             return;
@@ -948,8 +1013,7 @@ void traced_process::step_over_single(task& t, breakpoint_site& site)
             return;
         if (ws->kind() == wait_kind::signal_stop) {
             // A signal arrived before the step: keep it for the final resume.
-            t.pending_signal = ws->signal();
-            ++t.signals_received;
+            t.keep_signal(ws->signal());
             continue;
         }
         if (!ws->is_stop()) {
@@ -1036,14 +1100,7 @@ void traced_process::mark_vfork_blocked()
         auto sc = procfs::read_task_syscall(pid_, tid);
         if (!sc)
             continue;
-        std::uint64_t flags = 0;
-        if (sc->number == SYS_vfork)
-            flags = CLONE_VFORK;
-        else if (sc->number == SYS_clone)
-            flags = sc->args[0];
-        else if (sc->number == SYS_clone3)
-            memory_->read_value(target_addr{sc->args[0]}, flags);
-        if ((flags & CLONE_VFORK) != 0) {
+        if ((read_clone_flags(sc->number, sc->args[0]).value_or(0) & CLONE_VFORK) != 0) {
             t->in_vfork = true;
             log::debug("task {} is blocked in vfork(); held until its child execs or exits", tid.value);
         }
@@ -1072,8 +1129,31 @@ void traced_process::detach()
         stop_all();
     } catch (const error& e) {
         // Detach what can be detached; a task that never stopped keeps running.
-        std::fprintf(stderr, "tdctl: %s\n", e.what());
+        log::warning("{}", e.what());
     }
+    remove_all_sites();
+    std::vector<tid_t> dying, in_vfork;
+    for (auto& [tid, t] : tasks_) {
+        if (!t->stopped) {
+            // Past its exit stop, or blocked in vfork(): cannot be detached now.
+            (t->in_vfork ? in_vfork : dying).push_back(tid);
+            continue;
+        }
+        ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(t->pending_signal));
+    }
+    finish_detach(dying, in_vfork);
+    // The kernel lets a tracee go, with no stop pending, when its tracer exits.
+    for (tid_t tid : in_vfork)
+        log::warning("thread {} is still inside vfork(); it is let go when tdctl exits", tid.value);
+    tasks_.clear();
+    queue_.clear();
+    detached_ = true;
+    hold_depth_ = 0;
+    log::debug("detached from {}", pid_);
+}
+
+void traced_process::remove_all_sites()
+{
     // Finish every step-over, and drop every trap's queued SIGTRAP, before
     // the bytes go back: a detached thread must never meet either.
     for (auto& [addr, e] : sites_)
@@ -1083,52 +1163,33 @@ void traced_process::detach()
     for (auto& [addr, e] : sites_)
         e.site->remove(*journal_);
     sites_.clear();
-    std::vector<tid_t> dying, in_vfork;
-    for (auto& [tid, t] : tasks_) {
-        if (!t->stopped) {
-            // Past its exit stop, or blocked in vfork(): cannot be detached now.
-            (t->in_vfork ? in_vfork : dying).push_back(tid);
-            continue;
-        }
-        int sig = t->pending_signal;
-        ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(sig));
-    }
+}
+
+void traced_process::finish_detach(std::vector<tid_t>& dying, std::vector<tid_t>& in_vfork)
+{
     // A traced thread that exits stays a zombie until its tracer reaps it, and
     // the leader cannot be reaped before its threads: reap them here. A vfork
     // parent stops for our interrupt once its child execs or exits: let it go
     // then (with the signal it stopped for, if any).
     for (int round = 0; round < 200 && !(dying.empty() && in_vfork.empty()); ++round) {
         std::erase_if(dying, [this](tid_t tid) {
-            int status = 0;
-            pid_t r = ::waitpid(tid.value, &status, __WALL | WNOHANG);
-            if (r == pid_ && !WIFSTOPPED(status)) {
+            taken_status taken = waiter_->try_wait(tid);
+            if (taken.status && tid.value == pid_ && taken.status->has_ended()) {
                 // The leader was dying too: its status is the process's.
-                exit_status_ = status;
+                exit_status_ = taken.status->raw();
                 gone_ = true;
             }
-            return r == tid.value || (r < 0 && errno == ECHILD);
+            return taken.status.has_value() || taken.no_child;
         });
-        std::erase_if(in_vfork, [](tid_t tid) {
-            int status = 0;
-            pid_t r = ::waitpid(tid.value, &status, __WALL | WNOHANG);
-            if (r == tid.value && WIFSTOPPED(status)) {
-                auto ws = wait_status::decode(status);
-                int sig = ws.kind() == wait_kind::signal_stop ? ws.signal() : 0;
-                ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(sig));
-            }
-            return r == tid.value || (r < 0 && errno == ECHILD);
+        std::erase_if(in_vfork, [this](tid_t tid) {
+            taken_status taken = waiter_->try_wait(tid);
+            if (taken.status && !taken.status->has_ended())
+                ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(taken.status->signal_to_deliver()));
+            return taken.status.has_value() || taken.no_child;
         });
         if (!(dying.empty() && in_vfork.empty()))
             ::usleep(5000);
     }
-    // The kernel lets a tracee go, with no stop pending, when its tracer exits.
-    for (tid_t tid : in_vfork)
-        std::fprintf(stderr, "tdctl: thread %d is still inside vfork(); it is let go when tdctl exits\n", tid.value);
-    tasks_.clear();
-    queue_.clear();
-    detached_ = true;
-    hold_depth_ = 0;
-    log::debug("detached from {}", pid_);
 }
 
 void traced_process::kill()
@@ -1167,23 +1228,21 @@ std::optional<int> traced_process::wait_launched_exit(int timeout_ms)
         return std::nullopt;
     long long waited = 0;
     for (;;) {
-        int status = 0;
-        // __WALL also reaps any thread of ours still traced as a zombie, which
-        // would otherwise keep the leader from ever being reaped.
-        pid_t r = ::waitpid(-1, &status, __WALL | WNOHANG);
-        if (r == pid_ && !WIFSTOPPED(status)) {
-            exit_status_ = status;
+        // Any child, with __WALL: that also reaps any thread of ours still
+        // traced as a zombie, which would otherwise keep the leader from ever
+        // being reaped.
+        taken_status taken = waiter_->try_wait_any();
+        if (taken.status && taken.tid.value == pid_ && taken.status->has_ended()) {
+            exit_status_ = taken.status->raw();
             gone_ = true;
-            return status;
+            return exit_status_;
         }
-        if (r > 0)
+        if (taken.status)
             continue;
-        if (r < 0 && errno == ECHILD) {
+        if (taken.no_child) {
             gone_ = true;  // reaped elsewhere: the status is not ours to know
             return exit_status_;
         }
-        if (r < 0 && errno != EINTR)
-            return std::nullopt;
         if (timeout_ms >= 0 && waited >= timeout_ms)
             return std::nullopt;
         ::usleep(2000);

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "base/types.hpp"
+#include "base/unique_fd.hpp"
 #include "ptrace/breakpoint_site.hpp"
 #include "ptrace/process_memory.hpp"
 #include "ptrace/registers_x86_64.hpp"
@@ -159,8 +160,33 @@ private:
     struct task;
     traced_process(pid_t pid, bool launched);
 
+    // ---- tasks
     void seize(tid_t tid, bool is_leader);
+    /// Seizes the launched child; on failure kills and reaps it and throws.
+    void seize_launched();
+    /// Passes the launched child's signals on until its exec event; throws
+    /// tdctl::error (with the errno the child sent over err_read when its exec
+    /// failed) if it exits first.
+    void run_to_exec(const unique_fd& err_read, const std::string& program);
+    /// A record for a task that is ours from now on.
+    task& add_task(tid_t tid);
+    task* find_task(tid_t tid);
+    void forget_task(tid_t tid);
+    /// The leader was reaped (raw_status): no task and no site is left.
+    void mark_process_gone(int raw_status);
+
+    // ---- the wait loop: one handler per kind of status
     std::optional<stop_event> handle_status(tid_t tid, wait_status ws);
+    /// A status of a task we have no record of: a new clone early, or gone.
+    void on_unknown_task(tid_t tid, wait_status ws);
+    std::optional<stop_event> on_task_ended(tid_t tid, wait_status ws);
+    std::optional<stop_event> on_signal_stop(task& t, int sig);
+    void on_group_stop(task& t);
+    /// PTRACE_EVENT_STOP with SIGTRAP: our interrupt, or a LISTENing task going on.
+    std::optional<stop_event> on_event_stop(task& t);
+    std::optional<stop_event> on_clone(task& parent);
+    void on_fork(task& parent, bool is_vfork);
+    std::optional<stop_event> on_exec(tid_t tid);
     /// Marks the tasks a reported event leaves stopped (the reporter, a new
     /// thread) as the owner's to resume: hold/release does not touch them.
     void leave_to_owner(const stop_event& ev);
@@ -169,13 +195,29 @@ private:
     void consume_owed_sigtrap(task& t);
     static bool has_queued_trap(tid_t tid);
     void note_vanished(task& t, wait_status ws);
+    std::optional<wait_status> wait_first_stop(tid_t child);
+    /// The clone flags of the clone(2), clone3(2) or vfork(2) a task is in
+    /// (from its syscall number and first argument); std::nullopt for any
+    /// other call, or when clone3's clone_args cannot be read.
+    std::optional<std::uint64_t> read_clone_flags(long syscall_number, std::uint64_t arg0);
+    /// Detaches a new process (fork, vfork, clone without CLONE_THREAD); one
+    /// with its own copy of our memory gets the original bytes back first.
+    void let_go_new_process(tid_t child, bool has_own_memory);
+
+    // ---- run control
+    void restart(task& t);
+    /// Restarts t unless a hold is on or the owner has yet to handle its stop.
+    void restart_if_free(task& t);
+    /// Moves t, trapped on trap_site, past the site as its step-over kind says.
+    void step_over(task& t);
+    void step_over_single(task& t, breakpoint_site& site);
+    /// Single-steps t once (the site's bytes lifted), keeping any signal that
+    /// comes first for t's restart.
+    void single_step_once(task& t);
+    /// Performs the `ret` t trapped on (the emulated return).
+    void return_from_trap(task& t);
     void finish_step_over(task& t);
     void clear_threads_from(const breakpoint_site& site);
-    std::optional<stop_event> on_clone(task& parent);
-    void on_fork(task& parent, bool is_vfork);
-    std::optional<stop_event> on_exec(tid_t tid);
-    std::optional<wait_status> wait_first_stop(tid_t child);
-    void restart(task& t);
     /// Interrupts every running task and waits until each has stopped (the
     /// body of stop_all(), without taking a hold).
     void stop_running();
@@ -184,11 +226,15 @@ private:
     void mark_vfork_blocked();
     /// Throws tdctl::error (os, EINTR) when cancel_fd_ is readable.
     void throw_if_cancelled() const;
-    void step_over_single(task& t, breakpoint_site& site);
     void hold_stopped(task& t);
-    task* find_task(tid_t tid);
-    void forget_task(tid_t tid);
     bool is_holding() const { return hold_depth_ > 0; }
+
+    // ---- detach
+    /// Lets every thread off the sites, then puts every site's bytes back.
+    void remove_all_sites();
+    /// Reaps the `dying` tasks and detaches the `in_vfork` ones once they stop,
+    /// for at most about a second; what is left stays in the vectors.
+    void finish_detach(std::vector<tid_t>& dying, std::vector<tid_t>& in_vfork);
 
     pid_t pid_;
     bool launched_;

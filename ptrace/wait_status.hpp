@@ -37,6 +37,11 @@ public:
     int exit_code() const { return value_; }   ///< for exited
     int signal() const { return value_; }      ///< for killed and every stop: WSTOPSIG / WTERMSIG
     bool is_stop() const;
+    /// Exited or killed: the task is gone and this was its last status.
+    bool has_ended() const { return kind_ == wait_kind::exited || kind_ == wait_kind::killed; }
+    /// The signal a restart from this stop delivers: the signal of a
+    /// signal-delivery-stop, 0 for every other kind.
+    int signal_to_deliver() const { return kind_ == wait_kind::signal_stop ? value_ : 0; }
 
     /// "exited 0", "killed SIGKILL", "signal-stop SIGUSR1", "clone-event", ...
     std::string to_string() const;

@@ -21,6 +21,29 @@ long long now_ms()
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
+
+// The only waitpid() call: `which` as waitpid takes it (a TID, or -1 for any
+// child), __WALL always added to `options`. EINTR is retried; a blocking call
+// returns only with a status or ECHILD.
+taken_status take_status(pid_t which, int options)
+{
+    for (;;) {
+        int status = 0;
+        pid_t r = ::waitpid(which, &status, __WALL | options);
+        if (r > 0) {
+            auto ws = wait_status::decode(status);
+            log::debug("wait: task {} {}", r, ws.to_string());
+            return taken_status{tid_t{r}, ws, false};
+        }
+        if (r == 0)
+            return taken_status{};
+        if (errno == EINTR)
+            continue;
+        if (errno == ECHILD)
+            return taken_status{{}, std::nullopt, true};
+        throw error::from_errno(errno, which < 0 ? std::string("waitpid") : fmt::format("waitpid({})", which));
+    }
+}
 }  // namespace
 
 waiter::waiter()
@@ -46,26 +69,14 @@ void waiter::drain_fd()
 std::optional<std::pair<tid_t, wait_status>> waiter::wait_any(int timeout_ms, int wake_fd)
 {
     long long deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
-    auto reap = [this](std::optional<std::pair<tid_t, wait_status>>& out) {
-        for (;;) {
-            int status = 0;
-            pid_t r = ::waitpid(-1, &status, __WALL | WNOHANG);
-            if (r > 0) {
-                auto ws = wait_status::decode(status);
-                log::debug("wait: task {} {}", r, ws.to_string());
-                out = std::pair{tid_t{r}, ws};
-                return true;
-            }
-            if (r == 0)
-                return false;
-            if (errno == EINTR)
-                continue;
-            if (errno == ECHILD) {
-                drain_fd();   // no child at all: nothing is to come
-                return true;  // out stays empty
-            }
-            throw error::from_errno(errno, "waitpid");
-        }
+    // True when the look is final: a status, or no child at all (got stays empty).
+    auto reap = [this](std::optional<std::pair<tid_t, wait_status>>& got) {
+        taken_status taken = try_wait_any();
+        if (taken.status)
+            got = std::pair{taken.tid, *taken.status};
+        else if (taken.no_child)
+            drain_fd();  // no child at all: nothing is to come
+        return taken.status.has_value() || taken.no_child;
     };
     for (;;) {
         std::optional<std::pair<tid_t, wait_status>> got;
@@ -99,21 +110,17 @@ std::optional<std::pair<tid_t, wait_status>> waiter::wait_any(int timeout_ms, in
 
 std::optional<wait_status> waiter::wait_for(tid_t tid)
 {
-    for (;;) {
-        int status = 0;
-        pid_t r = ::waitpid(tid.value, &status, __WALL);
-        if (r == tid.value) {
-            auto ws = wait_status::decode(status);
-            log::debug("wait: task {} {}", r, ws.to_string());
-            return ws;
-        }
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0 && errno == ECHILD)
-            return std::nullopt;
-        if (r < 0)
-            throw error::from_errno(errno, fmt::format("waitpid({})", tid.value));
-    }
+    return take_status(tid.value, 0).status;
+}
+
+taken_status waiter::try_wait(tid_t tid)
+{
+    return take_status(tid.value, WNOHANG);
+}
+
+taken_status waiter::try_wait_any()
+{
+    return take_status(-1, WNOHANG);
 }
 
 }  // namespace tdctl::ptrace

@@ -12,6 +12,13 @@
 
 namespace tdctl::ptrace {
 
+/// What one non-blocking look for a status found.
+struct taken_status {
+    tid_t tid;                          ///< the task the status is from (set with `status`)
+    std::optional<wait_status> status;  ///< std::nullopt: no status pending now
+    bool no_child = false;              ///< ECHILD: no such child (any more); no status is to come
+};
+
 class waiter {
 public:
     /// The longest any wait sleeps on the SIGCHLD descriptor before it asks
@@ -32,8 +39,18 @@ public:
     std::optional<std::pair<tid_t, wait_status>> wait_any(int timeout_ms, int wake_fd = -1);
 
     /// waitpid(tid, __WALL), blocking: only for a task whose next status is
-    /// known to be imminent (a new clone's first stop, a single-step).
+    /// known to be imminent (a new clone's first stop, a single-step, a child
+    /// just sent SIGKILL). std::nullopt when tid is no child of ours (ECHILD).
     std::optional<wait_status> wait_for(tid_t tid);
+
+    /// waitpid(tid, __WALL|WNOHANG): tid's status if it has one now, never
+    /// blocking. EINTR is retried; throws tdctl::error (os) on other errors
+    /// than ECHILD (reported as no_child).
+    taken_status try_wait(tid_t tid);
+
+    /// waitpid(-1, __WALL|WNOHANG): any child's status if one has one now,
+    /// never blocking; errors as try_wait(). Leaves the signalfd as it is.
+    taken_status try_wait_any();
 
     /// The signalfd, readable when SIGCHLD is pending (for poll()).
     int fd() const { return fd_.get(); }

@@ -184,6 +184,35 @@ struct elf_module::impl {
     mutable std::vector<const table_entry*> functions;   // by value
     mutable std::vector<const table_entry*> objects;     // by value
 
+    // Sets where the image lies: the load bias, its extent (file addresses)
+    // widened to the mappings inside it, its executable ranges from maps.
+    void place(std::uint64_t bias, address_range extent, const std::vector<map_entry>& mappings)
+    {
+        load_bias = target_addr{bias};
+        start = target_addr{bias + extent.start};
+        end = target_addr{bias + extent.end};
+        const address_range image{start.value, end.value};
+        for (const map_entry& m : mappings) {
+            if (m.start < image.start || m.end > image.end)
+                continue;
+            start = std::min(start, target_addr{m.start});
+            end = std::max(end, target_addr{m.end});
+            if (m.executable)
+                executable_ranges.push_back({m.start, m.end});
+        }
+    }
+
+    // The PT_NOTE segments, build-id and soname, from the file.
+    void read_identity()
+    {
+        for (const GElf_Phdr& ph : file.program_headers()) {
+            if (ph.p_type == PT_NOTE && ph.p_filesz > 0)
+                notes.push_back({ph.p_vaddr, ph.p_filesz, ph.p_align});
+        }
+        build_id = file.read_build_id();
+        soname = file.read_soname();
+    }
+
     void read_own_tables() const
     {
         if (own_tables_read)
@@ -283,42 +312,36 @@ struct elf_module::impl {
 elf_module::elf_module(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 elf_module::~elf_module() = default;
 
-std::unique_ptr<elf_module> elf_module::open_mapped(pid_t pid, const std::vector<map_entry>& mappings)
+namespace {
+
+// The mapped file, opened; std::nullopt when it is no regular file (a device).
+struct mapped_object {
+    unique_fd fd;
+    std::string opened_path;   // the name it was opened under
+};
+
+// Opens the file `first` maps: through /proc/PID/map_files, which names the
+// very object that is mapped (deleted, replaced or in another mount
+// namespace) but needs CAP_SYS_ADMIN/CAP_CHECKPOINT_RESTORE; then through
+// /proc/PID/root and the path itself, as long as the inode is the mapped one.
+// Throws tdctl::error saying why none could be opened.
+std::optional<mapped_object> open_mapped_object(pid_t pid, const map_entry& first)
 {
-    if (mappings.empty())
-        throw error::usage("open_mapped: no mappings given");
-
-    // Lowest file offset first: normally the offset-0 mapping of the headers.
-    std::vector<const map_entry*> by_offset;
-    for (const map_entry& m : mappings)
-        by_offset.push_back(&m);
-    std::ranges::stable_sort(by_offset, {}, [](const map_entry* m) { return std::pair(m->offset, m->start); });
-    const map_entry& first = *by_offset.front();
     const std::string& path = first.path;
-
-    // map_files names the very object that is mapped (deleted, replaced or in
-    // another mount namespace); it needs CAP_SYS_ADMIN/CAP_CHECKPOINT_RESTORE.
     std::string map_files = fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, first.start, first.end);
-    std::string root = fmt::format("/proc/{}/root", pid);
     std::vector<std::string> tries{map_files};
     if (!first.deleted) {
-        tries.push_back(root + path);
+        tries.push_back(fmt::format("/proc/{}/root", pid) + path);
         tries.push_back(path);
     }
-
-    open_result opened;
-    std::string opened_path;
     int last_err = ENOENT;
     bool saw_other_file = false;
     for (const std::string& p : tries) {
         open_result r = open_mapped_file(p, first.inode);
         if (r.outcome == open_outcome::not_regular)
-            return nullptr;
-        if (r.outcome == open_outcome::opened) {
-            opened = std::move(r);
-            opened_path = p;
-            break;
-        }
+            return std::nullopt;
+        if (r.outcome == open_outcome::opened)
+            return mapped_object{std::move(r.fd), p};
         if (r.outcome == open_outcome::other_file) {
             saw_other_file = true;
             log::debug("{}: {} is another file than the mapped one (inode differs)", path, p);
@@ -327,18 +350,39 @@ std::unique_ptr<elf_module> elf_module::open_mapped(pid_t pid, const std::vector
             log::debug("{}: cannot open {}: {}", path, p, std::strerror(r.err));
         }
     }
-    if (opened.outcome != open_outcome::opened) {
-        const std::string need = "opening it through " + map_files + " needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE";
-        if (first.deleted)
-            throw error::from_errno(last_err, "opening the mapped file " + path + " (deleted or replaced on disk; " +
-                                                  need + ")");
-        if (saw_other_file)
-            throw error::target(path + ": the file on disk is not the one mapped in process " + std::to_string(pid) +
-                                " (replaced since it was loaded?); " + need);
-        throw error::from_errno(last_err, "opening the mapped file " + path);
-    }
+    const std::string need = "opening it through " + map_files + " needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE";
+    if (first.deleted)
+        throw error::from_errno(last_err, "opening the mapped file " + path + " (deleted or replaced on disk; " +
+                                              need + ")");
+    if (saw_other_file)
+        throw error::target(path + ": the file on disk is not the one mapped in process " + std::to_string(pid) +
+                            " (replaced since it was loaded?); " + need);
+    throw error::from_errno(last_err, "opening the mapped file " + path);
+}
 
-    std::optional<elf_file> file = elf_file::from_fd(std::move(opened.fd), opened_path);
+// The mappings, lowest file offset (then address) first: normally the
+// offset-0 mapping of the headers comes first.
+std::vector<const map_entry*> by_file_offset(const std::vector<map_entry>& mappings)
+{
+    std::vector<const map_entry*> sorted;
+    for (const map_entry& m : mappings)
+        sorted.push_back(&m);
+    std::ranges::stable_sort(sorted, {}, [](const map_entry* m) { return std::pair(m->offset, m->start); });
+    return sorted;
+}
+
+}  // namespace
+
+std::unique_ptr<elf_module> elf_module::open_mapped(pid_t pid, const std::vector<map_entry>& mappings)
+{
+    if (mappings.empty())
+        throw error::usage("open_mapped: no mappings given");
+    std::vector<const map_entry*> sorted = by_file_offset(mappings);
+    const std::string& path = sorted.front()->path;
+    std::optional<mapped_object> object = open_mapped_object(pid, *sorted.front());
+    if (!object)
+        return nullptr;
+    std::optional<elf_file> file = elf_file::from_fd(std::move(object->fd), object->opened_path);
     if (!file)
         return nullptr;
     const auto type = file->header().e_type;
@@ -350,36 +394,17 @@ std::unique_ptr<elf_module> elf_module::open_mapped(pid_t pid, const std::vector
 
     // Several images of one file can be in `mappings` (dlmopen namespaces, or
     // the file mmapped as data); take the first that looks loaded.
-    for (const map_entry* base : by_offset) {
+    for (const map_entry* base : sorted) {
         std::optional<std::uint64_t> bias = bias_for(*file, *base);
         if (!bias || !looks_loaded(*file, *bias, mappings))
             continue;
-        address_range image{*bias + extent->start, *bias + extent->end};
-        std::vector<const map_entry*> inside;
-        for (const map_entry& m : mappings) {
-            if (m.start >= image.start && m.end <= image.end)
-                inside.push_back(&m);
-        }
-
         auto p = std::make_unique<impl>(std::move(*file));
         p->path = path;
+        std::string root = fmt::format("/proc/{}/root", pid);
         p->root_prefix = in_other_root(root) ? root : "";
-        p->load_bias = target_addr{*bias};
-        p->start = target_addr{image.start};
-        p->end = target_addr{image.end};
-        for (const map_entry* m : inside) {
-            p->start = std::min(p->start, target_addr{m->start});
-            p->end = std::max(p->end, target_addr{m->end});
-            if (m->executable)
-                p->executable_ranges.push_back({m->start, m->end});
-        }
-        for (const GElf_Phdr& ph : p->file.program_headers()) {
-            if (ph.p_type == PT_NOTE && ph.p_filesz > 0)
-                p->notes.push_back({ph.p_vaddr, ph.p_filesz, ph.p_align});
-        }
-        p->build_id = p->file.read_build_id();
-        p->soname = p->file.read_soname();
-        log::debug("{}: load bias {:#x} (opened {})", path, *bias, opened_path);
+        p->place(*bias, *extent, mappings);
+        p->read_identity();
+        log::debug("{}: load bias {:#x} (opened {})", path, *bias, object->opened_path);
         return std::unique_ptr<elf_module>(new elf_module(std::move(p)));
     }
     log::debug("{}: no mapping looks like a loaded image", path);
@@ -406,11 +431,8 @@ std::unique_ptr<elf_module> elf_module::open_file(const std::string& path, targe
     for (const GElf_Phdr& ph : p->file.program_headers()) {
         if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) != 0 && ph.p_memsz > 0)
             p->executable_ranges.push_back({load_bias.value + ph.p_vaddr, load_bias.value + ph.p_vaddr + ph.p_memsz});
-        if (ph.p_type == PT_NOTE && ph.p_filesz > 0)
-            p->notes.push_back({ph.p_vaddr, ph.p_filesz, ph.p_align});
     }
-    p->build_id = p->file.read_build_id();
-    p->soname = p->file.read_soname();
+    p->read_identity();
     return std::unique_ptr<elf_module>(new elf_module(std::move(p)));
 }
 

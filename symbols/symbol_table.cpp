@@ -32,9 +32,9 @@ public:
             if (sh.sh_type == SHT_GNU_versym && sh.sh_link == dynsym_index)
                 versym_ = elf_getdata(scn, nullptr);
             else if (sh.sh_type == SHT_GNU_verdef)
-                read_verdef(file.get(), scn, sh);
+                read_verdef(file.get(), elf_getdata(scn, nullptr), sh);
             else if (sh.sh_type == SHT_GNU_verneed)
-                read_verneed(file.get(), scn, sh);
+                read_verneed(file.get(), elf_getdata(scn, nullptr), sh);
         }
     }
 
@@ -60,49 +60,46 @@ private:
         names_[index] = name;
     }
 
-    void read_verdef(Elf* elf, Elf_Scn* scn, const GElf_Shdr& sh)
+    // Visits the `count` records of a version section chained from byte
+    // `offset` of data (none when data is null): each is read by `get`
+    // (gelf_getverdef & co.) and gives the distance to the next in its `next`
+    // field (0: the last).
+    template <typename Record, typename Get, typename Next, typename Visit>
+    static void walk_chain(Elf_Data* data, std::size_t count, std::size_t offset, Get get, Next Record::*next,
+                           Visit visit)
     {
-        Elf_Data* data = elf_getdata(scn, nullptr);
-        if (data == nullptr)
-            return;
-        std::size_t offset = 0;
-        for (std::size_t n = 0; n < sh.sh_info; ++n) {
-            GElf_Verdef vd;
-            if (gelf_getverdef(data, static_cast<int>(offset), &vd) == nullptr)
+        for (std::size_t n = 0; data != nullptr && n < count; ++n) {
+            Record r;
+            if (get(data, static_cast<int>(offset), &r) == nullptr)
                 break;
-            GElf_Verdaux aux;
-            if (vd.vd_cnt > 0 && gelf_getverdaux(data, static_cast<int>(offset + vd.vd_aux), &aux) != nullptr)
-                set(vd.vd_ndx, elf_strptr(elf, sh.sh_link, aux.vda_name));
-            if (vd.vd_next == 0)
+            visit(r, offset);
+            if (r.*next == 0)
                 break;
-            offset += vd.vd_next;
+            offset += r.*next;
         }
     }
 
-    void read_verneed(Elf* elf, Elf_Scn* scn, const GElf_Shdr& sh)
+    void read_verdef(Elf* elf, Elf_Data* data, const GElf_Shdr& sh)
     {
-        Elf_Data* data = elf_getdata(scn, nullptr);
-        if (data == nullptr)
-            return;
-        std::size_t offset = 0;
-        for (std::size_t n = 0; n < sh.sh_info; ++n) {
-            GElf_Verneed vn;
-            if (gelf_getverneed(data, static_cast<int>(offset), &vn) == nullptr)
-                break;
-            std::size_t aux_offset = offset + vn.vn_aux;
-            for (std::size_t k = 0; k < vn.vn_cnt; ++k) {
-                GElf_Vernaux aux;
-                if (gelf_getvernaux(data, static_cast<int>(aux_offset), &aux) == nullptr)
-                    break;
-                set(aux.vna_other & versym_index_mask, elf_strptr(elf, sh.sh_link, aux.vna_name));
-                if (aux.vna_next == 0)
-                    break;
-                aux_offset += aux.vna_next;
-            }
-            if (vn.vn_next == 0)
-                break;
-            offset += vn.vn_next;
-        }
+        walk_chain(data, sh.sh_info, 0, gelf_getverdef, &GElf_Verdef::vd_next,
+                   [&](const GElf_Verdef& vd, std::size_t offset) {
+                       GElf_Verdaux aux;
+                       if (vd.vd_cnt > 0 &&
+                           gelf_getverdaux(data, static_cast<int>(offset + vd.vd_aux), &aux) != nullptr)
+                           set(vd.vd_ndx, elf_strptr(elf, sh.sh_link, aux.vda_name));
+                   });
+    }
+
+    void read_verneed(Elf* elf, Elf_Data* data, const GElf_Shdr& sh)
+    {
+        walk_chain(data, sh.sh_info, 0, gelf_getverneed, &GElf_Verneed::vn_next,
+                   [&](const GElf_Verneed& vn, std::size_t offset) {
+                       walk_chain(data, vn.vn_cnt, offset + vn.vn_aux, gelf_getvernaux, &GElf_Vernaux::vna_next,
+                                  [&](const GElf_Vernaux& aux, std::size_t) {
+                                      set(aux.vna_other & versym_index_mask,
+                                          elf_strptr(elf, sh.sh_link, aux.vna_name));
+                                  });
+                   });
     }
 
     Elf_Data* versym_ = nullptr;

@@ -87,3 +87,39 @@ TEST_CASE("a status reaped by wait_any(0) leaves nothing readable behind once th
     CHECK_FALSE(w.wait_any(0).has_value());
     CHECK_FALSE(readable(w.fd()));
 }
+
+TEST_CASE("try_wait takes one task's status without blocking, and says when there is no such child")
+{
+    waiter w;
+    int go[2];
+    REQUIRE(::pipe(go) == 0);
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        ::close(go[1]);
+        ::alarm(10);   // never outlives a failed test for long
+        char c;
+        [[maybe_unused]] auto n = ::read(go[0], &c, 1);
+        ::_exit(4);
+    }
+    ::close(go[0]);
+    auto running = w.try_wait(tdctl::tid_t{child});
+    CHECK_FALSE(running.status.has_value());   // still blocked on the pipe
+    CHECK_FALSE(running.no_child);
+
+    ::close(go[1]);   // the child reads EOF and exits
+    tdctl::ptrace::taken_status ended;
+    for (int i = 0; i < 5000 && !ended.status; ++i) {
+        ended = w.try_wait(tdctl::tid_t{child});
+        if (!ended.status)
+            ::usleep(1000);
+    }
+    REQUIRE(ended.status.has_value());
+    CHECK(ended.tid.value == child);
+    CHECK(ended.status->has_ended());
+    CHECK(ended.status->exit_code() == 4);
+
+    auto reaped = w.try_wait(tdctl::tid_t{child});
+    CHECK_FALSE(reaped.status.has_value());
+    CHECK(reaped.no_child);
+}
