@@ -815,10 +815,7 @@ std::expected<lwp_rusage_row, int> session::rusage_collect_row(tid_t lwp, std::o
 
 std::expected<struct rusage, int> session::rusage_collect(tid_t lwp)
 {
-    auto row = rusage_collect_row(lwp, std::nullopt);
-    if (!row)
-        return std::unexpected(row.error());
-    return row->usage;
+    return member_of(rusage_collect_row(lwp, std::nullopt), &lwp_rusage_row::usage);
 }
 
 std::expected<lwp_times_row, int> session::lwp_info_row(tid_t lwp)
@@ -828,10 +825,7 @@ std::expected<lwp_times_row, int> session::lwp_info_row(tid_t lwp)
 
 std::expected<lwp_times, int> session::lwp_info(tid_t lwp)
 {
-    auto row = lwp_info_row(lwp);
-    if (!row)
-        return std::unexpected(row.error());
-    return row->times;
+    return member_of(lwp_info_row(lwp), &lwp_times_row::times);
 }
 
 }  // namespace tdctl::core
