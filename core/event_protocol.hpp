@@ -59,9 +59,6 @@ struct protocol_layout {
     /// nptl: a thread's handle is its thread pointer (fs_base). tdagent: the
     /// handle is a record of the agent's, found through the thread list.
     bool handle_is_thread_pointer = true;
-    /// tdagent calls each reporting function with the record whose buffer
-    /// holds the message as its first argument; nptl passes nothing.
-    bool subject_in_first_argument = false;
 
     std::map<td_event_e, reporting_address> event_addresses;
 };

@@ -35,6 +35,17 @@ bool is_dead_state(char state)
     return state == 'Z' || state == 'X' || state == 'x';
 }
 
+// The LWP's stat while it is a live thread of the process: /proc/PID/task/TID
+// exists only for tasks of PID (no Tgid check needed), and an exited thread
+// lingers as a zombie until reaped.
+std::optional<procfs::stat_info> live_stat(procfs::task_files& files, tid_t lwp)
+{
+    auto stat = files.stat(lwp);
+    if (!stat || is_dead_state(stat->state))
+        return std::nullopt;
+    return stat;
+}
+
 timespec ns_to_timespec(std::uint64_t ns)
 {
     timespec ts{};
@@ -54,12 +65,8 @@ long process_maxrss_kb(pid_t pid)
 std::expected<lwp_rusage_row, int> read_lwp_rusage_row(procfs::task_files& files, pid_t pid, tid_t lwp,
                                                        std::uint64_t signals, std::optional<long> maxrss_kb)
 {
-    // /proc/PID/task/TID exists only for tasks of PID: no Tgid check needed.
-    auto stat = files.stat(lwp);
-    // An exited thread lingers as a zombie until reaped: it is no live thread.
-    if (!stat || is_dead_state(stat->state))
-        return std::unexpected(ESRCH);
-    auto status = files.status(lwp);
+    auto stat = live_stat(files, lwp);
+    auto status = stat ? files.status(lwp) : std::nullopt;
     if (!status)
         return std::unexpected(ESRCH);
     lwp_rusage_row row;
@@ -83,18 +90,13 @@ std::expected<lwp_rusage_row, int> read_lwp_rusage_row(procfs::task_files& files
 std::expected<struct rusage, int> read_lwp_rusage(pid_t pid, tid_t lwp, std::uint64_t signals)
 {
     procfs::task_files files(pid, 0);
-    auto row = read_lwp_rusage_row(files, pid, lwp, signals, std::nullopt);
-    if (!row)
-        return std::unexpected(row.error());
-    return row->usage;
+    return member_of(read_lwp_rusage_row(files, pid, lwp, signals, std::nullopt), &lwp_rusage_row::usage);
 }
 
 std::expected<lwp_times_row, int> read_lwp_times_row(procfs::task_files& files, tid_t lwp)
 {
-    auto stat = files.stat(lwp);
-    if (!stat || is_dead_state(stat->state))
-        return std::unexpected(ESRCH);
-    auto sched = files.schedstat(lwp);
+    auto stat = live_stat(files, lwp);
+    auto sched = stat ? files.schedstat(lwp) : std::nullopt;
     if (!sched)
         return std::unexpected(ESRCH);
     std::uint64_t total = sched->cpu_ns;
@@ -111,10 +113,7 @@ std::expected<lwp_times_row, int> read_lwp_times_row(procfs::task_files& files, 
 std::expected<lwp_times, int> read_lwp_times(pid_t pid, tid_t lwp)
 {
     procfs::task_files files(pid, 0);
-    auto row = read_lwp_times_row(files, lwp);
-    if (!row)
-        return std::unexpected(row.error());
-    return row->times;
+    return member_of(read_lwp_times_row(files, lwp), &lwp_times_row::times);
 }
 
 }  // namespace tdctl::core

@@ -58,6 +58,15 @@ struct lwp_times_row {
 };
 std::expected<lwp_times_row, int> read_lwp_times_row(procfs::task_files& files, tid_t lwp);
 
+/// One member of a row that was read (`row->*member`), or the row's errno.
+template <typename Row, typename Member>
+std::expected<Member, int> member_of(const std::expected<Row, int>& row, Member Row::*member)
+{
+    if (!row)
+        return std::unexpected(row.error());
+    return (*row).*member;
+}
+
 /// Clock ticks per second (sysconf(_SC_CLK_TCK)).
 long clock_ticks_per_second();
 

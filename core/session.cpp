@@ -55,7 +55,7 @@ session::~session()
         return;
     try {
         detach();
-    } catch (const error& e) {
+    } catch (const std::exception& e) {
         std::fprintf(stderr, "tdctl: detach failed: %s\n", e.what());
     }
 }
@@ -63,13 +63,21 @@ session::~session()
 void session::load_symbols()
 {
     modules_ = symbols::module_set::load(pid());
+    watch_.reset();
+    settings_.reset();
+    backend_.reset();
     agent_.reset();
     no_agent_reason_.clear();
     auto agent = thread_agent::create(*this, &no_agent_reason_);
     if (agent)
         agent_ = std::move(*agent);
-    if (agent_ && process_->is_alive())
-        agent_->protocol().set_journal(&process_->journal());
+    if (agent_) {
+        if (process_->is_alive())
+            agent_->protocol().set_journal(&process_->journal());
+        backend_ = make_thread_backend(*agent_);
+        settings_.emplace(agent_->protocol(), process_->journal());
+        watch_ = std::make_unique<event_watch>(*this, *agent_, *backend_);
+    }
     listed_at_attach_.clear();
     if (agent_)
         if (auto listed = agent_->protocol().message_list())
@@ -198,21 +206,7 @@ void session::forget_ns_tid(tid_t lwp)
 
 std::optional<target_addr> session::handle_of(tid_t lwp)
 {
-    if (!agent_)
-        return std::nullopt;
-    if (agent_->layout().handle_is_thread_pointer)
-        return thread_pointer(lwp);
-    auto& p = agent_->protocol();
-    if (auto it = handles_by_lwp_.find(lwp); it != handles_by_lwp_.end()) {
-        if (auto tid = p.read_tid(it->second); tid && *tid == ns_tid_of(lwp))
-            return it->second;
-        handles_by_lwp_.erase(it);
-    }
-    auto th = agent_->map_lwp2thr(lwp);
-    if (!th || th->is_null())
-        return std::nullopt;
-    handles_by_lwp_[lwp] = th->value();
-    return th->value();
+    return backend_ ? backend_->handle_of(lwp) : std::nullopt;
 }
 
 std::string session::thread_name(tid_t lwp) const
@@ -233,78 +227,20 @@ tid_t session::lwp_of(target_addr handle)
 void session::journal_global_mask()
 {
     reports_may_be_pending_ = true;
-    if (journal_global_ || !agent_)
-        return;
-    if (auto m = agent_->global_mask())
-        journal_global_ = *m;
+    if (settings_)
+        settings_->note_global_mask();
 }
 
 bool session::journal_thread(target_addr handle, unsigned fields)
 {
     reports_may_be_pending_ = true;
-    if (!agent_)
-        return false;
-    if (handle.is_null()) {
-        if (!journal_initial_)
-            if (auto v = agent_->protocol().read_initial_report_events())
-                journal_initial_ = *v;
-        return true;
-    }
-    if (!record_original_.contains(handle)) {
-        auto& p = agent_->protocol();
-        auto on = p.read_report_events(handle);
-        auto mask = p.read_thread_mask(handle);
-        if (!on || !mask)
-            return false;
-        record_original_[handle] = record_state{*on, *mask};
-    }
-    touched_[handle] |= fields;
-    return true;
-}
-
-void session::restore_record(target_addr handle, unsigned fields)
-{
-    auto it = record_original_.find(handle);
-    if (it == record_original_.end() || !agent_)
-        return;
-    auto& p = agent_->protocol();
-    // Back to the record's own value, which the change journal then forgets:
-    // the record may go to glibc's cache and serve another thread.
-    auto& journal = process_->journal();
-    if (fields & journal_enable) {
-        (void)p.write_report_events(handle, it->second.report_events);
-        journal.forget(handle + p.layout().report_events.offset);
-    }
-    if (fields & journal_mask) {
-        (void)p.write_thread_mask(handle, it->second.mask);
-        journal.forget(handle + p.layout().eventmask.offset);
-    }
+    return settings_ && settings_->note_record(handle, fields);
 }
 
 void session::restore_settings()
 {
-    if (!agent_)
-        return;
-    auto& p = agent_->protocol();
-    messages_are_ours_ = journal_global_ || journal_initial_ || !touched_.empty();
-    if (journal_global_)
-        (void)p.write_global_mask(*journal_global_);
-    if (journal_initial_)
-        (void)p.write_initial_report_events(*journal_initial_);
-    // Only records of live threads: a dead thread's record may be reused memory.
-    std::set<target_addr> live;
-    if (auto records = p.thread_records())
-        live.insert(records->begin(), records->end());
-    for (const auto& [handle, fields] : touched_)
-        if (live.contains(handle))
-            restore_record(handle, fields);
-    // What is left: records of threads that are gone (their guard no longer
-    // holds) and values already back.
-    process_->journal().restore_kinds({change_kind::global_mask, change_kind::initial_flag,
-                                       change_kind::thread_mask, change_kind::thread_enable});
-    journal_global_.reset();
-    journal_initial_.reset();
-    touched_.clear();
+    if (settings_)
+        messages_are_ours_ = settings_->restore_originals();
 }
 
 void session::consume_our_messages()
@@ -338,19 +274,19 @@ td_status session::ta_clear_event(const td_thr_events_t& events)
 
 td_status session::thr_set_event(const thread_handle& th, const td_thr_events_t& events)
 {
-    journal_thread(th.value(), journal_mask);
+    journal_thread(th.value(), record_mask);
     return th.set_event(events);
 }
 
 td_status session::thr_clear_event(const thread_handle& th, const td_thr_events_t& events)
 {
-    journal_thread(th.value(), journal_mask);
+    journal_thread(th.value(), record_mask);
     return th.clear_event(events);
 }
 
 td_status session::thr_event_enable(const thread_handle& th, bool on)
 {
-    journal_thread(th.value(), journal_enable);
+    journal_thread(th.value(), record_enable);
     return th.event_enable(on);
 }
 
@@ -394,16 +330,9 @@ void session::enable_thread_for_watch(target_addr handle)
 {
     if (!armed_ || settling_ || !agent_ || handle.is_null())
         return;
-    auto& p = agent_->protocol();
-    if (!armed_->enable_before.contains(handle)) {
-        auto before = p.read_report_events(handle);
-        if (!before)
-            return;
-        armed_->enable_before[handle] = *before;
-    }
-    if (!journal_thread(handle, journal_enable))
+    if (!settings_->note_before_arm(handle) || !journal_thread(handle, record_enable))
         return;
-    (void)p.write_report_events(handle, true);
+    (void)agent_->protocol().write_report_events(handle, true);
 }
 
 td_status session::arm(const std::vector<td_event_e>& events)
@@ -416,11 +345,19 @@ td_status session::arm(const std::vector<td_event_e>& events)
         if (!agent_->reporting_address_of(e))
             return td_fail(TD_NOEVENT);
 
-    // Edits below must not race threads being born: hold the target.
+    // Edits below must not race threads being born: hold the target. The
+    // guard runs while an error may be on its way out: it must not throw.
     process_->stop_all();
     struct release_guard {
         ptrace::traced_process& p;
-        ~release_guard() { p.release_all(); }
+        ~release_guard()
+        {
+            try {
+                p.release_all();
+            } catch (const std::exception& e) {
+                log::warning("the target could not be let run on after arming: {}", e.what());
+            }
+        }
     } guard{*process_};
 
     journal_global_mask();
@@ -429,11 +366,10 @@ td_status session::arm(const std::vector<td_event_e>& events)
         return td_fail(global.error());
     armed_ = armed_state{};
     armed_->events = events;
-    armed_->global_before = *global;
+    settings_->begin_arm(*global);
 
     std::vector<td_event_e> planted = events;
-    if (!agent_->layout().handle_is_thread_pointer &&
-        std::find(events.begin(), events.end(), TD_CREATE) == events.end() &&
+    if (backend_->traits().must_follow_create && std::find(events.begin(), events.end(), TD_CREATE) == events.end() &&
         agent_->reporting_address_of(TD_CREATE)) {
         armed_->follow_create = true;
         planted.push_back(TD_CREATE);
@@ -442,9 +378,13 @@ td_status session::arm(const std::vector<td_event_e>& events)
         armed_.reset();
         return r;
     }
+    return enable_for_arm(planted);
+}
+
+td_status session::enable_for_arm(const std::vector<td_event_e>& planted)
+{
     if (auto r = agent_->set_event(events::to_event_set(planted)); !r)
         return r;
-
     auto threads = agent_->thr_iter();
     if (!threads)
         return td_fail(threads.error());
@@ -452,9 +392,8 @@ td_status session::arm(const std::vector<td_event_e>& events)
         if (th.is_null()) {
             // Not initialised yet (static program at its entry point): the
             // flag every thread will start with.
-            journal_thread(th.value(), journal_enable);
-            if (auto v = agent_->protocol().read_initial_report_events())
-                armed_->initial_before = *v;
+            journal_thread(th.value(), record_enable);
+            settings_->note_initial_before_arm();
             (void)th.event_enable(true);
             continue;
         }
@@ -475,18 +414,8 @@ void session::disarm()
     }
     process_->stop_all();
     drain_queued_silently();
-    if (agent_) {
-        auto& p = agent_->protocol();
-        (void)p.write_global_mask(armed_->global_before);
-        std::set<target_addr> live;
-        if (auto records = p.thread_records())
-            live.insert(records->begin(), records->end());
-        for (const auto& [handle, before] : armed_->enable_before)
-            if (live.contains(handle))
-                (void)p.write_report_events(handle, before);
-        if (armed_->initial_before)
-            (void)p.write_initial_report_events(*armed_->initial_before);
-    }
+    if (settings_)
+        settings_->restore_before_arm();
     settle_reports();
     if (!armed_ || !process_->is_alive()) {
         armed_.reset();  // the process ended meanwhile
@@ -679,8 +608,10 @@ void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& o
         forget_ns_tid(ev.tid);
         files_.forget(ev.tid);
         stats_.on_vanished(ev.tid);
-        last_clone_child_.erase(ev.tid);
-        death_reported_.erase(ev.tid);
+        if (backend_)
+            backend_->on_lwp_gone(ev.tid);
+        if (watch_)
+            watch_->forget(ev.tid);
         return;
     case stop_kind::exec:
         on_exec(ev, out);
@@ -702,132 +633,77 @@ void session::on_breakpoint(const ptrace::stop_event& ev, std::vector<session_ev
 {
     auto it = site_events_.find(ev.address);
     td_event_e event = it == site_events_.end() ? TD_EVENT_NONE : it->second;
-
     bool is_stop = std::find(stop_events_.begin(), stop_events_.end(), event) != stop_events_.end();
-    if (is_stop && !silent && !held_) {
-        // The seed's flow by hand: hold everything, leave the buffer unread.
-        process_->stop_all();
-        held_ = true;
-        stopped_reporter_ = ev.tid;
-        session_event se;
-        se.what = session_event::kind::stopped_at_event;
-        se.message.event = event;
-        se.message.reporter = ev.tid;
-        se.message.tid = ev.tid;
-        se.message.ns_tid = foreign_ns_tid(ev.tid);
-        se.message.time = seconds_since_start();
-        se.message.name = thread_name(ev.tid);
-        if (const auto* t = process_->find(ev.tid))
-            se.message.handle = t->thread_pointer;
-        out.push_back(se);
-        return;
-    }
-    bool is_armed = armed_ && std::find(armed_->events.begin(), armed_->events.end(), event) != armed_->events.end();
-    if (!is_armed && armed_ && armed_->follow_create && event == TD_CREATE) {
-        (void)drain(event, ev.tid, ev.arg0);  // enables the new thread; not asked for, not shown
-    } else if (is_armed) {
-        if (auto msg = drain(event, ev.tid, ev.arg0); msg && !silent) {
-            session_event se;
-            se.what = session_event::kind::message;
-            se.message = std::move(*msg);
-            out.push_back(std::move(se));
-        }
-    }
-    process_->resume(ev.tid);
+    if (is_stop && !silent && !held_)
+        hold_at_stop(event, ev, out);
+    else
+        on_watched_report(event, ev, out, silent);
 }
 
-std::optional<events::event_message> session::drain(td_event_e event, tid_t reporter, std::uint64_t arg0)
+void session::hold_at_stop(td_event_e event, const ptrace::stop_event& ev, std::vector<session_event>& out)
 {
-    if (!agent_)
-        return std::nullopt;
-    auto& p = agent_->protocol();
-    events::event_message msg;
-    msg.event = event;
-    msg.reporter = reporter;
-    msg.time = seconds_since_start();
+    // The seed's flow by hand: hold everything, leave the buffer unread.
+    process_->stop_all();
+    held_ = true;
+    stopped_reporter_ = ev.tid;
+    session_event se;
+    se.what = session_event::kind::stopped_at_event;
+    se.message.event = event;
+    se.message.reporter = ev.tid;
+    se.message.tid = ev.tid;
+    se.message.ns_tid = foreign_ns_tid(ev.tid);
+    se.message.time = seconds_since_start();
+    se.message.name = thread_name(ev.tid);
+    if (const auto* t = process_->find(ev.tid))
+        se.message.handle = t->thread_pointer;
+    out.push_back(se);
+}
 
-    // Which thread's buffer holds the message. tdagent passes that record as
-    // the reporting function's argument. nptl passes nothing: TD_CREATE is in
-    // the new thread's buffer (the reporter's newest clone child, known from
-    // the clone stop), every other event in the reporter's own.
-    target_addr handle;
-    tid_t subject = reporter;
-    if (agent_->layout().subject_in_first_argument) {
-        handle = target_addr{arg0};
-        auto tid = p.read_tid(handle);
-        auto lwp = tid ? lwp_of_ns_tid(*tid) : std::nullopt;
-        subject = lwp ? *lwp : tid_t{};
-        // A thread reporting about its own, already unregistered record (a
-        // detached thread's TD_REAP at its exit) is still the reporter.
-        if (subject.value == 0) {
-            auto known = handles_by_lwp_.find(reporter);
-            if (known != handles_by_lwp_.end() && known->second == handle)
-                subject = reporter;
-        }
-        if (subject.value != 0)
-            handles_by_lwp_[subject] = handle;
-    } else {
-        if (event == TD_CREATE) {
-            auto it = last_clone_child_.find(reporter);
-            subject = it == last_clone_child_.end() ? tid_t{} : it->second;
-            if (it != last_clone_child_.end())
-                last_clone_child_.erase(it);
-        }
-        if (subject.value != 0)
-            if (const auto* t = process_->find(subject))
-                handle = t->thread_pointer;
+void session::on_watched_report(td_event_e event, const ptrace::stop_event& ev, std::vector<session_event>& out,
+                                bool silent)
+{
+    bool is_armed = armed_ && std::find(armed_->events.begin(), armed_->events.end(), event) != armed_->events.end();
+    // A followed TD_CREATE enables the new thread; not asked for, not shown.
+    bool is_followed = armed_ && armed_->follow_create && event == TD_CREATE;
+    if ((is_armed || is_followed) && watch_) {
+        auto drained = watch_->at_reporting_address(event, ev.tid, ev.arg0);
+        // The library holds a thread created while watching until this report
+        // is consumed, so it is enabled before it runs user code.
+        if (drained && !drained->newborn.is_null() && armed_ &&
+            backend_->traits().enable_on_birth == birth_enable::at_create_report)
+            enable_thread_for_watch(drained->newborn);
+        if (drained && is_armed && !silent)
+            out.push_back(session_event{session_event::kind::message, std::move(drained->message), 0});
     }
-
-    if (handle.is_null()) {
-        // The clone happened before we attached: fall back to the list.
-        auto m = agent_->event_getmsg();
-        if (!m)
-            return std::nullopt;
-        msg.event = m->event;
-        msg.handle = m->handle;
-        msg.data = m->data;
-        msg.tid = lwp_of(m->handle);
-        msg.ns_tid = foreign_ns_tid(msg.tid);
-        msg.name = thread_name(msg.tid);
-        return msg;
-    }
-
-    msg.handle = handle;
-    msg.tid = subject;
-    msg.data = handle.value;
-    if (event == TD_DEATH && subject == reporter)
-        death_reported_.insert(subject);
-    if (auto buf = p.consume(handle); buf && buf->eventnum == event)
-        msg.data = buf->eventdata;
-    // A thread created while watching reports too: tdagent holds it until
-    // this report is consumed, so it is enabled before it runs user code.
-    if (event == TD_CREATE && armed_ && !agent_->layout().handle_is_thread_pointer)
-        enable_thread_for_watch(handle);
-    msg.name = subject.value ? thread_name(subject) : std::string();
-    msg.ns_tid = foreign_ns_tid(subject);
-    return msg;
+    process_->resume(ev.tid);
 }
 
 void session::on_thread_created(const ptrace::stop_event& ev)
 {
-    last_clone_child_[ev.tid] = ev.child;
     stats_.on_birth(ev.child);
+    if (backend_)
+        backend_->on_clone(ev.tid, ev.child);
     inherit_journal(ev.tid, ev.child);
-    if (armed_ && !settling_ && agent_ && agent_->layout().handle_is_thread_pointer) {
-        if (const auto* t = process_->find(ev.child); t != nullptr && !t->thread_pointer.is_null()) {
-            // Only a thread of the library: its record's tid is already set
-            // (CLONE_PARENT_SETTID) when the parent reports the clone.
-            auto tid = agent_->protocol().read_tid(t->thread_pointer);
-            if (tid && *tid == ns_tid_of(ev.child) && journal_thread(t->thread_pointer, journal_enable)) {
-                // Born now, so its flag "before" is the record's own original,
-                // not what a dead thread left in it.
-                armed_->enable_before[t->thread_pointer] = record_original_[t->thread_pointer].report_events;
-                enable_thread_for_watch(t->thread_pointer);
-            }
-        }
-    }
+    if (armed_ && !settling_ && backend_ && backend_->traits().enable_on_birth == birth_enable::at_clone_stop)
+        enable_born_at_clone(ev.child);
     process_->resume(ev.child);
     process_->resume(ev.tid);
+}
+
+void session::enable_born_at_clone(tid_t child)
+{
+    const auto* t = process_->find(child);
+    if (t == nullptr || t->thread_pointer.is_null())
+        return;
+    // Only a thread of the library: its record's tid is already set
+    // (CLONE_PARENT_SETTID) when the parent reports the clone.
+    auto tid = agent_->protocol().read_tid(t->thread_pointer);
+    if (tid && *tid == ns_tid_of(child) && journal_thread(t->thread_pointer, record_enable)) {
+        // Born now, so its flag "before" is the record's own original,
+        // not what a dead thread left in it.
+        settings_->note_born_before_arm(t->thread_pointer);
+        enable_thread_for_watch(t->thread_pointer);
+    }
 }
 
 void session::inherit_journal(tid_t parent, tid_t child)
@@ -835,68 +711,38 @@ void session::inherit_journal(tid_t parent, tid_t child)
     // glibc copies the creator's whole event buffer into the new thread: a
     // mask we changed on the creator reaches the child, whose natural mask is
     // then the creator's original.
-    if (!agent_)
+    if (!backend_ || !backend_->traits().child_copies_creator_mask)
         return;
-    if (!agent_->layout().handle_is_thread_pointer)
-        return;  // the agent copies the mask itself, into its own record
     auto creator = thread_pointer(parent);
     auto born = thread_pointer(child);
-    if (!creator || !born)
-        return;
-    auto it = touched_.find(*creator);
-    if (it == touched_.end() || (it->second & journal_mask) == 0)
+    if (!creator || !born || !settings_->is_mask_changed(*creator))
         return;
     auto tid = agent_->protocol().read_tid(*born);
-    if (!tid || *tid != ns_tid_of(child) || !journal_thread(*born, journal_mask))
+    if (!tid || *tid != ns_tid_of(child))
         return;
-    record_original_[*born].mask = record_original_[*creator].mask;
+    reports_may_be_pending_ = true;
+    settings_->inherit_mask(*creator, *born);
+}
+
+bool session::is_death_armed() const
+{
+    return armed_ && std::find(armed_->events.begin(), armed_->events.end(), TD_DEATH) != armed_->events.end();
 }
 
 void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent)
 {
     stats_.on_death(ev.tid);
-    last_clone_child_.erase(ev.tid);
-    bool reported = death_reported_.erase(ev.tid) > 0;
+    if (backend_)
+        backend_->on_lwp_gone(ev.tid);
     // A thread killed by exit_group (or by the exec of another thread) never
-    // reaches the TD_DEATH reporting address, yet it did terminate. While
-    // TD_DEATH is armed, such a thread gets its message from its exit stop —
-    // if it reports events at all. The main thread's end is the process's.
-    bool death_armed =
-        armed_ && std::find(armed_->events.begin(), armed_->events.end(), TD_DEATH) != armed_->events.end();
-    if (death_armed && !reported && agent_ && ev.tid.value != pid()) {
-        if (auto tp = handle_of(ev.tid)) {
-            auto& p = agent_->protocol();
-            auto tid = p.read_tid(*tp);
-            auto on = p.read_report_events(*tp);
-            if (tid && *tid == ns_tid_of(ev.tid) && on && *on) {
-                (void)p.consume(*tp);
-                if (!silent) {
-                    session_event se;
-                    se.what = session_event::kind::message;
-                    se.message.event = TD_DEATH;
-                    se.message.tid = ev.tid;
-                    se.message.ns_tid = foreign_ns_tid(ev.tid);
-                    se.message.handle = *tp;
-                    se.message.data = tp->value;
-                    se.message.reporter = ev.tid;
-                    se.message.time = seconds_since_start();
-                    se.message.name = thread_name(ev.tid);
-                    se.message.origin = "lwp-exit";
-                    out.push_back(std::move(se));
-                }
-            }
-        }
-    }
+    // reaches the TD_DEATH reporting address, yet it did terminate.
+    if (watch_)
+        if (auto death = watch_->at_exit_stop(ev.tid, is_death_armed(), silent))
+            out.push_back(session_event{session_event::kind::message, std::move(*death), 0});
     // Put the record back as we found it before the thread library caches it
     // for the next thread.
-    // Only the enable flag matters: glibc overwrites a reused record's whole
-    // event buffer (mask included) from its creator, but not the flag.
-    if (auto tp = agent_ ? handle_of(ev.tid) : std::nullopt; tp && touched_.contains(*tp)) {
-        restore_record(*tp, touched_[*tp] & journal_enable);
-        touched_.erase(*tp);
-        if (armed_)
-            armed_->enable_before.erase(*tp);
-    }
+    if (auto tp = handle_of(ev.tid))
+        settings_->restore_exiting(*tp);
     process_->resume(ev.tid);
 }
 
@@ -905,45 +751,16 @@ void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& 
     // A thread other than the main one that execs ends as a thread: the new
     // image's main thread is a new one. It never reaches the TD_DEATH
     // reporting address, so while TD_DEATH is armed its death comes from here.
-    bool death_armed =
-        armed_ && std::find(armed_->events.begin(), armed_->events.end(), TD_DEATH) != armed_->events.end();
-    target_addr exec_handle = ev.address;
-    if (agent_ && !agent_->layout().handle_is_thread_pointer) {
-        auto known = handles_by_lwp_.find(ev.child);
-        exec_handle = known == handles_by_lwp_.end() ? target_addr{} : known->second;
-    }
-    if (death_armed && ev.child.value != 0 && ev.child.value != pid() && !death_reported_.contains(ev.child) &&
-        !exec_handle.is_null()) {
-        session_event se;
-        se.what = session_event::kind::message;
-        se.message.event = TD_DEATH;
-        se.message.tid = ev.child;
-        // Its old TID is gone from /proc: only a namespace TID seen before.
+    if (watch_) {
+        std::optional<pid_t> ns_tid;
         if (auto known = ns_tid_by_lwp_.find(ev.child); ns_pid_ && known != ns_tid_by_lwp_.end())
-            se.message.ns_tid = known->second;
-        se.message.handle = exec_handle;
-        se.message.data = exec_handle.value;
-        se.message.reporter = ev.child;
-        se.message.time = seconds_since_start();
-        se.message.origin = "exec";
-        out.push_back(std::move(se));
+            ns_tid = known->second;
+        if (auto death = watch_->at_exec(ev.child, ev.address, is_death_armed(), ns_tid))
+            out.push_back(session_event{session_event::kind::message, std::move(*death), 0});
     }
-    death_reported_.clear();
-    handles_by_lwp_.clear();
-    ns_tid_by_lwp_.clear();
-    lwp_by_ns_tid_.clear();
     stats_.on_exec(ev.child.value != 0 ? ev.child : ev.tid, ev.tid);
     // The new image has none of our breakpoints and a new libc: re-resolve.
-    auto armed_events = armed_ ? armed_->events : std::vector<td_event_e>{};
-    armed_.reset();
-    stop_events_.clear();
-    site_events_.clear();
-    last_clone_child_.clear();
-    files_.clear();
-    journal_global_.reset();
-    journal_initial_.reset();
-    touched_.clear();
-    record_original_.clear();
+    auto armed_events = forget_image();
     process_->run_to_entry();
     load_symbols();
     session_event se;
@@ -952,71 +769,36 @@ void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& 
     se.message.time = seconds_since_start();
     se.message.name = thread_name(tid_t{pid()});
     out.push_back(se);
-    if (!armed_events.empty() && agent_) {
-        std::vector<td_event_e> supported;
-        for (td_event_e e : armed_events)
-            if (agent_->reporting_address_of(e))
-                supported.push_back(e);
-        if (!supported.empty())
-            (void)arm(supported);
-    }
+    rearm_after_exec(armed_events);
     process_->release_all();
 }
 
-}  // namespace tdctl::core
-
-namespace tdctl::core {
-
-// ---------------------------------------------------------------- statistics
-
-td_status session::enable_stats(bool on)
+std::vector<td_event_e> session::forget_image()
 {
-    stats_.enable(on, lwps());
-    return {};
+    ns_tid_by_lwp_.clear();
+    lwp_by_ns_tid_.clear();
+    auto armed_events = armed_ ? armed_->events : std::vector<td_event_e>{};
+    armed_.reset();
+    stop_events_.clear();
+    site_events_.clear();
+    files_.clear();
+    // The settings journal, the backend and the corridor go with the agent.
+    watch_.reset();
+    settings_.reset();
+    backend_.reset();
+    return armed_events;
 }
 
-td_status session::reset_stats()
+void session::rearm_after_exec(const std::vector<td_event_e>& events)
 {
-    stats_.reset(lwps());
-    return {};
-}
-
-td_result<thread_stats> session::get_stats()
-{
-    thread_stats st;
-    st.enabled = stats_.is_enabled();
-    auto now = lwps();
-    st.averages = stats_.averages(now);
-
-    // nthreads: the thread library's own counter when there is one.
-    st.td.nthreads = static_cast<int>(procfs::list_tasks(pid()).size());
-    st.nthreads_source = "/proc";
-    if (agent_) {
-        if (auto n = agent_->protocol().read_nthreads(); n && *n > 0) {
-            st.td.nthreads = *n;
-            st.nthreads_source = agent_->backend() == "nptl" ? "__nptl_nthreads" : "__tdagent_nthreads";
-        }
-    }
-    // r_concurrency: tdagent keeps its own; glibc keeps pthread_setconcurrency's
-    // level in a local symbol, visible only through libc's separate debug file.
-    target_addr level_addr = agent_ ? agent_->layout().concurrency_level : target_addr{};
-    std::string level_source = agent_ && agent_->backend() == "tdagent" ? "__tdagent_concurrency" : "__concurrency_level";
-    if (level_addr.is_null())
-        if (auto sym = lookup_symbol("libc.so.6", "__concurrency_level"))
-            level_addr = sym->address;
-    if (!level_addr.is_null()) {
-        std::int32_t level = 0;
-        if (memory().read_value(level_addr, level)) {
-            st.td.r_concurrency = level;
-            st.r_concurrency_source = level_source;
-        }
-    }
-    reduce_to_int(st.averages.nrunnable.num, st.averages.nrunnable.den, st.td.nrunnable_num, st.td.nrunnable_den);
-    reduce_to_int(st.averages.a_concurrency.num, st.averages.a_concurrency.den, st.td.a_concurrency_num,
-                  st.td.a_concurrency_den);
-    reduce_to_int(st.averages.nlwps.num, st.averages.nlwps.den, st.td.nlwps_num, st.td.nlwps_den);
-    reduce_to_int(st.averages.nidle.num, st.averages.nidle.den, st.td.nidle_num, st.td.nidle_den);
-    return st;
+    if (events.empty() || !agent_)
+        return;
+    std::vector<td_event_e> supported;
+    for (td_event_e e : events)
+        if (agent_->reporting_address_of(e))
+            supported.push_back(e);
+    if (!supported.empty())
+        (void)arm(supported);
 }
 
 // ---------------------------------------------------------------- rusage, lwpinfo
@@ -1033,10 +815,7 @@ std::expected<lwp_rusage_row, int> session::rusage_collect_row(tid_t lwp, std::o
 
 std::expected<struct rusage, int> session::rusage_collect(tid_t lwp)
 {
-    auto row = rusage_collect_row(lwp, std::nullopt);
-    if (!row)
-        return std::unexpected(row.error());
-    return row->usage;
+    return member_of(rusage_collect_row(lwp, std::nullopt), &lwp_rusage_row::usage);
 }
 
 std::expected<lwp_times_row, int> session::lwp_info_row(tid_t lwp)
@@ -1046,10 +825,7 @@ std::expected<lwp_times_row, int> session::lwp_info_row(tid_t lwp)
 
 std::expected<lwp_times, int> session::lwp_info(tid_t lwp)
 {
-    auto row = lwp_info_row(lwp);
-    if (!row)
-        return std::unexpected(row.error());
-    return row->times;
+    return member_of(lwp_info_row(lwp), &lwp_times_row::times);
 }
 
 }  // namespace tdctl::core

@@ -17,10 +17,13 @@
 
 #include "base/types.hpp"
 #include "base/unique_fd.hpp"
+#include "core/event_watch.hpp"
 #include "core/lwp_usage.hpp"
+#include "core/settings_journal.hpp"
 #include "core/stats_collector.hpp"
 #include "core/target_access.hpp"
 #include "core/thread_agent.hpp"
+#include "core/thread_backend.hpp"
 #include "core/thread_handle.hpp"
 #include "events/event_message.hpp"
 #include "ptrace/task_files.hpp"
@@ -145,7 +148,7 @@ public:
     void resume();
     bool is_held() const { return held_; }
 
-    // ---- statistics (td_ta_enable_stats, td_ta_reset_stats, td_ta_get_stats)
+    // ---- statistics (core/td_ta_enable_stats.cpp, td_ta_reset_stats.cpp, td_ta_get_stats.cpp)
 
     /// On: reset and start gathering; off: freeze the averages. Works with or
     /// without a thread library.
@@ -193,19 +196,33 @@ private:
     static constexpr int max_loader_notifications = 64;
     void handle(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
     void on_breakpoint(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
+    /// A stop at a reporting address while watching: the corridor takes the
+    /// message; it is shown when its event was asked for.
+    void on_watched_report(td_event_e event, const ptrace::stop_event& ev, std::vector<session_event>& out,
+                           bool silent);
+    /// A stop at a `stop` breakpoint: the whole target is held.
+    void hold_at_stop(td_event_e event, const ptrace::stop_event& ev, std::vector<session_event>& out);
     void on_thread_created(const ptrace::stop_event& ev);
+    /// A new thread of the library, born at a clone stop while watching, is enabled.
+    void enable_born_at_clone(tid_t child);
     void inherit_journal(tid_t parent, tid_t child);
     void on_thread_exiting(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
     void on_exec(const ptrace::stop_event& ev, std::vector<session_event>& out);
-    std::optional<events::event_message> drain(td_event_e event, tid_t reporter, std::uint64_t arg0);
-    /// The thread handle of an LWP (nptl: its thread pointer; tdagent: its record).
+    /// Forgets everything tied to the image an exec replaced; returns the
+    /// events that were armed.
+    std::vector<td_event_e> forget_image();
+    /// Arms again, after an exec, those of `events` the new image reports.
+    void rearm_after_exec(const std::vector<td_event_e>& events);
+    bool is_death_armed() const;
+    /// The thread handle of an LWP (thread_backend::handle_of).
     std::optional<target_addr> handle_of(tid_t lwp);
     void enable_thread_for_watch(target_addr handle);
-    /// Remembers a record's original values before the first write to it.
-    enum journal_field : unsigned { journal_enable = 1, journal_mask = 2 };
+    /// Journals a record's flag or mask (record_field bits) before a write to
+    /// it; a null handle stands for the initial-report flag.
     bool journal_thread(target_addr handle, unsigned fields);
-    void restore_record(target_addr handle, unsigned fields);
     void journal_global_mask();
+    /// Sets the global mask, enables every thread and the initial flag for arm().
+    td_status enable_for_arm(const std::vector<td_event_e>& planted);
     /// Writes back the global mask, the initial-report flag and every
     /// touched record's enable flag and mask (the journal); the sites stay.
     void restore_settings();
@@ -230,22 +247,23 @@ private:
     symbols::module_set modules_;
     std::unique_ptr<thread_agent> agent_;
     std::string no_agent_reason_;
+    // With agent_ (load_symbols), and gone with it: what differs between the
+    // thread libraries, what the session changed in their settings, and the
+    // corridor that turns a reporting stop into a message.
+    std::unique_ptr<thread_backend> backend_;
+    std::optional<settings_journal> settings_;
+    std::unique_ptr<event_watch> watch_;
 
     // Reporting address -> event, for every site planted by arm() or plant_stops().
     std::unordered_map<target_addr, td_event_e> site_events_;
-    std::unordered_map<tid_t, tid_t> last_clone_child_;   // creator -> newest clone child (for TD_CREATE)
-    std::unordered_set<tid_t> death_reported_;
-    std::unordered_map<tid_t, target_addr> handles_by_lwp_;  // tdagent: LWP -> record, from messages            // LWPs whose TD_DEATH came through the reporting address
 
     struct armed_state {
         std::vector<td_event_e> events;
-        // tdagent holds and reports a new thread only for TD_CREATE: when
-        // watching other events, create is armed too, to enable each new
-        // thread at its report, but not shown.
+        // A library that tells a new thread only through TD_CREATE
+        // (thread_backend::must_follow_create): when watching other events,
+        // create is armed too, to enable each new thread at its report, but
+        // not shown.
         bool follow_create = false;
-        td_thr_events_t global_before{};
-        std::unordered_map<target_addr, bool> enable_before;   // handle -> report_events before arm
-        std::optional<bool> initial_before;
     };
     std::optional<armed_state> armed_;
     // The longest one pump() call goes on taking stops, s.
@@ -275,20 +293,6 @@ private:
     stats_collector stats_;
     bool rusage_enabled_ = false;
 
-    // What every record we wrote held before our first write, kept for the
-    // whole session: glibc reuses a dead thread's record (its stack) for a new
-    // thread without resetting the enable flag, so a value read at a later
-    // birth may be our own leftover.
-    struct record_state {
-        bool report_events = false;
-        td_thr_events_t mask{};
-    };
-    std::unordered_map<target_addr, record_state> record_original_;
-    // Live records whose flag or mask we changed: restored when the thread
-    // exits (so its cached record is clean for the next thread) or at detach.
-    std::unordered_map<target_addr, unsigned> touched_;   // record -> journal_field bits
-    std::optional<td_thr_events_t> journal_global_;
-    std::optional<bool> journal_initial_;
     // Records with a buffered message when we came: messages queued later
     // exist because of our changes and are consumed at detach.
     std::unordered_set<target_addr> listed_at_attach_;

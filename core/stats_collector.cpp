@@ -79,15 +79,13 @@ void stats_collector::on_death(tid_t lwp)
 {
     if (!enabled_)
         return;
-    auto it = live_.find(lwp);
-    if (it == live_.end())
-        return;
-    if (auto st = files_->schedstat(lwp)) {
-        dead_.cpu_ns += st->cpu_ns - it->second.cpu_ns;
-        dead_.wait_ns += st->wait_ns - it->second.wait_ns;
-    }
-    dead_.alive_ns += monotonic_ns() - it->second.since_ns;
-    live_.erase(it);
+    // Its CPU and wait time while it can still be read; then as if gone.
+    if (auto it = live_.find(lwp); it != live_.end())
+        if (auto st = files_->schedstat(lwp)) {
+            dead_.cpu_ns += st->cpu_ns - it->second.cpu_ns;
+            dead_.wait_ns += st->wait_ns - it->second.wait_ns;
+        }
+    on_vanished(lwp);
 }
 
 void stats_collector::on_vanished(tid_t lwp)

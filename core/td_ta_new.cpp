@@ -1,5 +1,6 @@
 // td_ta_new: choose the backend that publishes the event protocol.
 #include "core/thread_agent.hpp"
+#include "core/thread_backend.hpp"
 #include "core/thread_handle.hpp"
 
 namespace tdctl::core {
@@ -20,6 +21,11 @@ td_result<std::unique_ptr<thread_agent>> thread_agent::create(target_access& tar
     if (why != nullptr)
         *why = agent_reason.empty() ? nptl_reason : agent_reason + "; " + nptl_reason;
     return td_fail(TD_NOLIBTHREAD);
+}
+
+std::unique_ptr<thread_backend> make_thread_backend(thread_agent& agent)
+{
+    return agent.backend() == "tdagent" ? make_tdagent_backend(agent) : make_nptl_backend(agent);
 }
 
 std::vector<td_event_e> thread_agent::supported_events() const

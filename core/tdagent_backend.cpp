@@ -2,12 +2,17 @@
 // its own names (SPEC §5): descriptors _tdagent_db_*, the global mask
 // __tdagent_threads_events, the list head __tdagent_last_event, the live
 // thread list __tdagent_thread_list, counters, and one reporting function per
-// event, each called with the subject record as its first argument.
+// event, each called with the subject record as its first argument. This
+// file finds them, and says what tdagent does its own way
+// (core/thread_backend.hpp).
 #include <array>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "core/thread_agent.hpp"
+#include "core/thread_backend.hpp"
+#include "core/thread_handle.hpp"
 #include "events/event_names.hpp"
 
 namespace tdctl::core {
@@ -52,7 +57,6 @@ std::optional<protocol_layout> probe_tdagent(target_access& target, std::string&
     }
     l.thread_list_heads = {list};
     l.handle_is_thread_pointer = false;
-    l.subject_in_first_argument = true;
     for (td_event_e e : events::all_events()) {
         std::string name = "__tdagent_event_" + events::event_short_name(e);
         if (auto s = target.lookup_symbol(agent_module, name))
@@ -63,6 +67,73 @@ std::optional<protocol_layout> probe_tdagent(target_access& target, std::string&
         return std::nullopt;
     }
     return l;
+}
+
+namespace {
+
+// The agent holds a new thread at its TD_CREATE report, and only then (so
+// create is followed); it copies the creator's mask itself, into its own record.
+constexpr backend_traits tdagent_traits{.enable_on_birth = birth_enable::at_create_report, .must_follow_create = true,
+    .nthreads_symbol = "__tdagent_nthreads", .concurrency_symbol = "__tdagent_concurrency"};
+
+class tdagent_backend final : public thread_backend {
+public:
+    explicit tdagent_backend(thread_agent& agent) : thread_backend(tdagent_traits), agent_(agent) {}
+
+    std::optional<target_addr> handle_of(tid_t lwp) override
+    {
+        // The record seen in this LWP's last message, while its tid field
+        // still names the LWP; otherwise the thread list.
+        if (auto it = handles_by_lwp_.find(lwp); it != handles_by_lwp_.end()) {
+            if (auto tid = agent_.protocol().read_tid(it->second); tid && *tid == agent_.target().ns_tid_of(lwp))
+                return it->second;
+            handles_by_lwp_.erase(it);
+        }
+        auto th = agent_.map_lwp2thr(lwp);
+        if (!th || th->is_null())
+            return std::nullopt;
+        handles_by_lwp_[lwp] = th->value();
+        return th->value();
+    }
+
+    message_subject subject_of(td_event_e event, tid_t reporter, std::uint64_t arg0) override
+    {
+        (void)event;  // every reporting function passes the record
+        message_subject s{tid_t{}, target_addr{arg0}};
+        auto tid = agent_.protocol().read_tid(s.handle);
+        if (auto lwp = tid ? agent_.target().lwp_of_ns_tid(*tid) : std::nullopt)
+            s.lwp = *lwp;
+        // A thread reporting about its own, already unregistered record (a
+        // detached thread's TD_REAP at its exit) is still the reporter.
+        if (s.lwp.value == 0) {
+            auto known = handles_by_lwp_.find(reporter);
+            if (known != handles_by_lwp_.end() && known->second == s.handle)
+                s.lwp = reporter;
+        }
+        if (s.lwp.value != 0)
+            handles_by_lwp_[s.lwp] = s.handle;
+        return s;
+    }
+
+    target_addr handle_at_exec(tid_t former, target_addr thread_pointer) override
+    {
+        (void)thread_pointer;  // the agent's record is not the thread pointer
+        auto known = handles_by_lwp_.find(former);
+        return known == handles_by_lwp_.end() ? target_addr{} : known->second;
+    }
+
+    void on_exec() override { handles_by_lwp_.clear(); }
+
+private:
+    thread_agent& agent_;
+    std::unordered_map<tid_t, target_addr> handles_by_lwp_;  // LWP -> record, from messages
+};
+
+}  // namespace
+
+std::unique_ptr<thread_backend> make_tdagent_backend(thread_agent& agent)
+{
+    return std::make_unique<tdagent_backend>(agent);
 }
 
 }  // namespace tdctl::core

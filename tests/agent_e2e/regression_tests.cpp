@@ -28,9 +28,9 @@ std::vector<event_fact> only(const std::vector<event_fact>& facts, std::initiali
 // Bug 1. `watch lock_try` (any event list without create/concurrency) arms
 // the event and enables the threads alive at arm() time, but a thread created
 // later is never enabled on tdagent: core/session.cpp enables new threads at
-// their clone stop only for nptl (on_thread_created: `handle_is_thread_pointer`),
-// and for tdagent only when it drains a TD_CREATE (drain(): `event == TD_CREATE
-// && armed_ && !handle_is_thread_pointer`). Without TD_CREATE armed the agent
+// their clone stop only for nptl (thread_backend::enable_on_birth():
+// `at_clone_stop`), and for tdagent only when it drains a TD_CREATE
+// (`at_create_report`, on_watched_report). Without TD_CREATE armed the agent
 // does not even hold the new thread (agent/thread_lifecycle.c pthread_create:
 // `rec->hold` only when the creator reports CREATE or CONCURRENCY), so there
 // is no moment at which tdctl could enable it. Every event of such a thread

@@ -1,0 +1,95 @@
+#include "core/event_watch.hpp"
+
+#include "base/clock.hpp"
+#include "core/session.hpp"
+#include "core/thread_agent.hpp"
+
+namespace tdctl::core {
+
+events::event_message event_watch::message_of(td_event_e event, tid_t reporter, const message_subject& subject,
+                                              std::string_view origin, std::optional<pid_t> ns_tid,
+                                              std::string name)
+{
+    events::event_message msg;
+    msg.event = event;
+    msg.reporter = reporter;
+    msg.time = seconds_since_start();
+    msg.tid = subject.lwp;
+    msg.ns_tid = ns_tid;
+    msg.handle = subject.handle;
+    msg.data = subject.handle.value;
+    msg.name = std::move(name);
+    msg.origin = std::string(origin);
+    return msg;
+}
+
+std::optional<drained_message> event_watch::at_reporting_address(td_event_e event, tid_t reporter,
+                                                                 std::uint64_t arg0)
+{
+    message_subject subject = backend_.subject_of(event, reporter, arg0);
+    if (subject.handle.is_null())
+        return from_list(event, reporter);
+    if (event == TD_DEATH && subject.lwp == reporter)
+        death_reported_.insert(subject.lwp);
+    auto buf = agent_.protocol().consume(subject.handle);
+    drained_message d;
+    d.message = message_of(event, reporter, subject, "", target_.foreign_ns_tid(subject.lwp),
+                           subject.lwp.value ? target_.thread_name(subject.lwp) : std::string());
+    if (buf && buf->eventnum == event)
+        d.message.data = buf->eventdata;
+    if (event == TD_CREATE)
+        d.newborn = subject.handle;
+    return d;
+}
+
+std::optional<drained_message> event_watch::from_list(td_event_e event, tid_t reporter)
+{
+    // The clone happened before we attached: the message is on the list.
+    auto m = agent_.event_getmsg();
+    if (!m)
+        return std::nullopt;
+    (void)event;  // the list says which event it is
+    tid_t lwp = target_.lwp_of(m->handle);
+    drained_message d;
+    d.message = message_of(m->event, reporter, message_subject{lwp, m->handle}, "", target_.foreign_ns_tid(lwp),
+                           target_.thread_name(lwp));
+    d.message.data = m->data;
+    return d;
+}
+
+std::optional<events::event_message> event_watch::at_exit_stop(tid_t lwp, bool death_armed, bool silent)
+{
+    bool reported = death_reported_.erase(lwp) > 0;
+    // The main thread's end is the process's.
+    if (!death_armed || reported || lwp.value == target_.pid())
+        return std::nullopt;
+    auto handle = backend_.handle_of(lwp);
+    if (!handle)
+        return std::nullopt;
+    auto& p = agent_.protocol();
+    auto tid = p.read_tid(*handle);
+    auto on = p.read_report_events(*handle);
+    if (!tid || *tid != target_.ns_tid_of(lwp) || !on || !*on)
+        return std::nullopt;  // not this thread's record, or it does not report
+    (void)p.consume(*handle);
+    if (silent)
+        return std::nullopt;
+    return message_of(TD_DEATH, lwp, message_subject{lwp, *handle}, "lwp-exit", target_.foreign_ns_tid(lwp),
+                      target_.thread_name(lwp));
+}
+
+std::optional<events::event_message> event_watch::at_exec(tid_t former, target_addr thread_pointer,
+                                                          bool death_armed, std::optional<pid_t> ns_tid)
+{
+    target_addr handle = backend_.handle_at_exec(former, thread_pointer);
+    bool due = death_armed && former.value != 0 && former.value != target_.pid() &&
+               !death_reported_.contains(former) && !handle.is_null();
+    death_reported_.clear();
+    backend_.on_exec();
+    if (!due)
+        return std::nullopt;
+    // Its old TID is gone from /proc: no name, and only a namespace TID seen before.
+    return message_of(TD_DEATH, former, message_subject{former, handle}, "exec", ns_tid, std::string());
+}
+
+}  // namespace tdctl::core
