@@ -419,6 +419,15 @@ int run_session(const cli_options& opts, const std::vector<script_line>& scripts
 int main(int argc, char** argv)
 {
     seconds_since_start();
+    // The signals that end tdctl wait, blocked, from the first instruction
+    // to the first safe point that reads them (the guardian's, then the
+    // tracer's signal fd): one that comes while tdctl starts ends it with a
+    // clean detach and 128+N too, not by the default action.
+    sigset_t ending;
+    sigemptyset(&ending);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT})
+        sigaddset(&ending, sig);
+    pthread_sigmask(SIG_BLOCK, &ending, nullptr);
     cli_options opts;
     if (auto code = parse_command_line(argc, argv, opts))
         return *code;
