@@ -58,9 +58,14 @@ void batch::note_not_run(const std::vector<script_line>& rest)
                           commands.front()->where));
 }
 
-bool batch::run_lines(const std::vector<script_line>& lines)
+bool batch::run_lines(const std::vector<script_line>& lines, bool ends_session)
 {
+    std::size_t last_command = lines.size();
+    for (std::size_t i = 0; i < lines.size(); ++i)
+        if (is_command(lines[i].text))
+            last_command = i;
     for (std::size_t i = 0; i < lines.size(); ++i) {
+        run_.set_detach_follows(ends_session && i == last_command);
         run_.poll_target();
         if (!run_.has_target()) {
             // The target is gone or detached (`detach` ends the session);

@@ -28,8 +28,9 @@ public:
 
     /// Runs the lines in order; false once the batch has ended (a failed
     /// command, `quit`, a signal, or the target's exit or `detach` — then the
-    /// lines not run are named in a note).
-    bool run_lines(const std::vector<script_line>& lines);
+    /// lines not run are named in a note). `ends_session`: the session
+    /// detaches after the last line (no prompt or stdin follows).
+    bool run_lines(const std::vector<script_line>& lines, bool ends_session = false);
 
     /// Reads commands from stdin (a pipe, a file, or with --batch a
     /// terminal, read only while tdctl is in its foreground) and runs each as

@@ -141,7 +141,8 @@ command_status runner::cmd_watch(const words& w, const std::string& where)
         ++seen;
         return count && seen >= *count;
     });
-    if (session_.is_alive())
+    // Detach puts back what arm changed anyway (the session's originals).
+    if (session_.is_alive() && !detach_follows_ && !must_exit_)
         session_.disarm();
     out_.print(watch_end_record{seen, end_reason(end), seconds_since_start()});
     return command_status::ok;

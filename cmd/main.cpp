@@ -314,7 +314,7 @@ struct session_run {
 // The -e/-x lines, then the prompt, the default watch of a launch, or stdin.
 void run_commands(const session_run& s, const std::vector<script_line>& scripts, bool stdin_tty)
 {
-    if (!scripts.empty() && !s.commands.run_lines(scripts))
+    if (!scripts.empty() && !s.commands.run_lines(scripts, !s.want_repl))
         return;
     if (s.commands.failed() || s.run.must_exit())
         return;

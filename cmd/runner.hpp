@@ -48,6 +48,11 @@ public:
     int last_signal() const { return last_signal_; }
     /// A SIGTERM or SIGHUP arrived: the caller should detach and exit.
     bool must_exit() const { return must_exit_; }
+    /// The session detaches right after the command about to run (the last
+    /// of a batch that ends the session): a `watch` then leaves putting back
+    /// what it armed to the detach, which does it in the same stop of every
+    /// thread, instead of stopping them all once more before it.
+    void set_detach_follows(bool follows) { detach_follows_ = follows; }
     /// A signal taken outside a command (at the prompt, while waiting for
     /// input): SIGTERM and SIGHUP end the session as they do during one.
     void take_signal(int sig);
@@ -143,6 +148,7 @@ private:
     signal_source& signals_;
     int last_signal_ = 0;
     bool must_exit_ = false;
+    bool detach_follows_ = false;
     std::optional<int> exit_status_;
     bool detached_ = false;
 };

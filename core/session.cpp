@@ -45,6 +45,7 @@ std::unique_ptr<session> session::launch(const ptrace::launch_options& opts)
         s->follow_loader();
     // Launched targets stay held at the entry point until the first command
     // (watch, continue) runs them; no user code has run yet.
+    s->process_->withdraw_sites();
     s->held_ = true;
     return s;
 }
@@ -507,6 +508,7 @@ void session::interrupt()
     if (held_ || !is_alive())
         return;
     process_->stop_all();
+    process_->withdraw_sites();
     held_ = true;
 }
 
@@ -515,6 +517,7 @@ void session::resume()
     if (!held_ || !is_alive())
         return;
     held_ = false;
+    process_->reinsert_withdrawn_sites();
     if (stopped_reporter_.value != 0) {
         tid_t reporter = stopped_reporter_;
         stopped_reporter_ = {};
@@ -644,6 +647,7 @@ void session::hold_at_stop(td_event_e event, const ptrace::stop_event& ev, std::
 {
     // The seed's flow by hand: hold everything, leave the buffer unread.
     process_->stop_all();
+    process_->withdraw_sites();
     held_ = true;
     stopped_reporter_ = ev.tid;
     session_event se;

@@ -61,6 +61,11 @@ struct traced_process::task : task_info {
     // The task executed a trap byte but reported our interrupt first: the
     // trap's SIGTRAP is still queued and is swallowed when it comes.
     bool sigtrap_owed = false;
+    // In the signal-delivery-stop of a SIGTRAP of ours (a hit, a single step,
+    // run_to's arrival). Were the tracer to die now, the kernel would wake
+    // the task with that SIGTRAP still its stop's signal, and it would take
+    // it: park() moves a held task out of such a stop.
+    bool in_trap_stop = false;
     // Blocked in vfork() until its child execs or exits: it cannot run a
     // single instruction of its own before then, and with an interrupt
     // pending it stops before it does. Counted as held, never waited for.
@@ -379,6 +384,7 @@ void traced_process::run_to(target_addr where, const char* what)
                 regs->set_pc(where);
                 regs->write(leader);
                 t.thread_pointer = regs->thread_pointer();
+                t.in_trap_stop = true;
                 break;
             }
             t.stopped = false;
@@ -451,6 +457,30 @@ void traced_process::clear_threads_from(const breakpoint_site& site)
     }
 }
 
+void traced_process::withdraw_sites()
+{
+    park_trap_stops();
+    for (auto& [addr, entry] : sites_) {
+        if (!entry.site->is_inserted())
+            continue;
+        clear_threads_from(*entry.site);
+        if (!gone_ && !entry.site->remove(*journal_))
+            log::warning("could not put back the code at {}", addr);
+        entry.withdrawn = true;
+    }
+}
+
+void traced_process::reinsert_withdrawn_sites()
+{
+    for (auto& [addr, entry] : sites_) {
+        if (!entry.withdrawn)
+            continue;
+        entry.withdrawn = false;
+        if (!gone_)
+            entry.site->insert(*memory_, *journal_);
+    }
+}
+
 const breakpoint_site* traced_process::site_at(target_addr addr) const
 {
     auto it = sites_.find(addr);
@@ -499,6 +529,7 @@ void traced_process::hold_stopped(task& t)
 {
     t.stopped = true;
     t.in_vfork = false;
+    t.in_trap_stop = false;
 }
 
 void traced_process::leave_to_owner(const stop_event& ev)
@@ -599,8 +630,10 @@ std::optional<stop_event> traced_process::on_signal_stop(task& t, int sig)
         return std::nullopt;
     }
     if (sig == SIGTRAP) {
-        if (auto ev = on_breakpoint_trap(t))
+        if (auto ev = on_breakpoint_trap(t)) {
+            t.in_trap_stop = true;
             return ev;
+        }
         if (!t.trap_site.is_null() || !t.stopped)
             return std::nullopt;
     }
@@ -729,8 +762,10 @@ void traced_process::consume_owed_sigtrap(task& t)
         if (ws->kind() == wait_kind::exit_event) {
             t.exiting = true;  // killed meanwhile: let it finish dying
         }
-        if (ws->kind() == wait_kind::signal_stop && ws->signal() == SIGTRAP)
+        if (ws->kind() == wait_kind::signal_stop && ws->signal() == SIGTRAP) {
+            t.in_trap_stop = true;
             break;
+        }
         if (ws->kind() == wait_kind::signal_stop)
             t.keep_signal(ws->signal());
         if (ptrace_call(PTRACE_CONT, t.tid, nullptr, nullptr) != 0)
@@ -920,6 +955,7 @@ void traced_process::restart(task& t)
     }
     t.pending_signal = 0;
     t.stopped = false;
+    t.in_trap_stop = false;
     if (err != 0 && err != ESRCH)
         throw error::from_errno(err, fmt::format("resuming task {}", t.tid.value));
 }
@@ -1009,8 +1045,10 @@ void traced_process::single_step_once(task& t)
         auto ws = waiter_->wait_for(t.tid);
         if (!ws)
             return;
-        if (ws->kind() == wait_kind::signal_stop && ws->signal() == SIGTRAP)
+        if (ws->kind() == wait_kind::signal_stop && ws->signal() == SIGTRAP) {
+            t.in_trap_stop = true;
             return;
+        }
         if (ws->kind() == wait_kind::signal_stop) {
             // A signal arrived before the step: keep it for the final resume.
             t.keep_signal(ws->signal());
@@ -1030,6 +1068,59 @@ void traced_process::stop_all()
 {
     ++hold_depth_;
     stop_running();
+}
+
+void traced_process::park_trap_stops()
+{
+    for (auto& [tid, t] : tasks_)
+        if (t->stopped && !t->exiting && (t->in_trap_stop || t->sigtrap_owed))
+            park(*t);
+}
+
+void traced_process::park(task& t)
+{
+    if (!t.trap_site.is_null()) {
+        // A hit: its step-over is done now, so that the task stands where
+        // its run goes on (after the reporting function's return, or on the
+        // patch's own `ret`). A single-step site needs its bytes lifted and
+        // the others held at restart: that task stays as it is.
+        auto it = sites_.find(t.trap_site);
+        if (it != sites_.end() && it->second.site->is_inserted() &&
+            it->second.site->kind() == step_over_kind::single_step)
+            return;
+        consume_owed_sigtrap(t);
+        step_over(t);
+    }
+    if (!t.in_trap_stop || !t.stopped)
+        return;
+    // Restarted with no signal from its signal-delivery-stop, the task meets
+    // the interrupt's trap before it runs an instruction or takes another
+    // signal (get_signal() looks at jobctl traps first) and stops again in a
+    // PTRACE_EVENT_STOP, which carries no signal.
+    if (ptrace_call(PTRACE_INTERRUPT, t.tid, nullptr, nullptr) != 0 ||
+        ptrace_call(PTRACE_CONT, t.tid, nullptr, nullptr) != 0)
+        return;
+    t.stopped = false;
+    t.in_trap_stop = false;
+    auto ws = waiter_->wait_for(t.tid);
+    if (!ws) {
+        t.exiting = true;
+        return;
+    }
+    if (!ws->is_stop()) {
+        note_vanished(t, *ws);
+        return;
+    }
+    if (ws->kind() == wait_kind::event_stop) {
+        hold_stopped(t);
+        return;
+    }
+    // Killed meanwhile (an exit event), or something the wait loop knows.
+    t.interrupt_pending = true;
+    if (auto ev = handle_status(t.tid, *ws)) {
+        leave_to_owner(*ev);
+        queue_.push_back(*ev);
+    }
 }
 
 void traced_process::stop_running()

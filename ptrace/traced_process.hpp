@@ -129,6 +129,18 @@ public:
     void release_all();
     bool is_held() const { return hold_depth_ > 0; }
 
+    /// For a hold that may last (a `stop` hit or an `interrupt` the user
+    /// looks at): moves every task out of a SIGTRAP stop of ours
+    /// (park_trap_stops), then puts every site's original bytes back through
+    /// the journal (threads on a patch's `ret` are moved past it first),
+    /// keeping the sites and their reasons. Were the tracer to die now, the
+    /// threads it lets go would carry no SIGTRAP and meet no trap byte. Call
+    /// with every task stopped.
+    void withdraw_sites();
+    /// Writes the withdrawn sites' patches again (journaled first); before
+    /// the hold ends. Throws tdctl::error if the code cannot be written.
+    void reinsert_withdrawn_sites();
+
     /// Puts back every site's bytes (finishing any thread's trap first) and
     /// detaches every task, leaving group-stopped tasks stopped.
     void detach();
@@ -226,6 +238,13 @@ private:
     void mark_vfork_blocked();
     /// Throws tdctl::error (os, EINTR) when cancel_fd_ is readable.
     void throw_if_cancelled() const;
+    /// Moves every stopped task whose stop carries a SIGTRAP of ours (see
+    /// task::in_trap_stop) into a PTRACE_EVENT_STOP, its hit's step-over done
+    /// first; a task on a single-step site stays. Called by withdraw_sites(),
+    /// so a target held for long has no such stop (a `stop`'s reporter
+    /// included).
+    void park_trap_stops();
+    void park(task& t);
     void hold_stopped(task& t);
     bool is_holding() const { return hold_depth_ > 0; }
 
@@ -249,6 +268,7 @@ private:
     struct site_entry {
         std::unique_ptr<breakpoint_site> site;
         int reasons = 0;
+        bool withdrawn = false;   // bytes put back by withdraw_sites()
     };
     std::map<target_addr, site_entry> sites_;
     std::deque<stop_event> queue_;

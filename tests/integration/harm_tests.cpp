@@ -155,6 +155,85 @@ std::optional<json> await_record(child_process& tdctl, std::string_view type, mi
     return std::nullopt;
 }
 
+/// What kill_tracer_rounds() does each round: tdctl attaches with
+/// `commands` (and is sent `stdin_lines`, read as commands from a pipe that
+/// stays open), the test waits for a record of type `wait_for`, sleeps a random
+/// delay in [delay_ms.first, delay_ms.second] and SIGKILLs the tracer process
+/// (the child of the tdctl the user started).
+struct tracer_kill_plan {
+    int rounds = 0;
+    std::vector<std::string> commands;
+    std::string stdin_lines;
+    std::string wait_for = "attached";
+    std::pair<int, int> delay_ms;
+};
+
+/// What the rounds saw: targets that died, survivors not restored (or not
+/// free of tracers) within 100 ms of the kill, the slowest restore of a
+/// survivor (ms) and the first problem in words.
+struct tracer_kill_result {
+    int deaths = 0;
+    int leftovers = 0;
+    double slowest_ms = 0;
+    std::string first_problem;
+};
+
+/// Runs plan.rounds SIGKILLs of the tracer on targets from start_target()
+/// (a new one after each death); the last target is killed at the end.
+template <class Start>
+tracer_kill_result kill_tracer_rounds(const tracer_kill_plan& plan, Start start_target, unsigned seed)
+{
+    tracer_kill_result seen;
+    std::mt19937 random(seed);
+    auto target = start_target();
+    auto state = nptl_state::of(target.pid());
+    for (int round = 0; round < plan.rounds; ++round) {
+        CAPTURE(round);
+        std::vector<std::string> args = {tdctl_path(), "--json", "-p", std::to_string(target.pid())};
+        args.insert(args.end(), plan.commands.begin(), plan.commands.end());
+        auto tdctl = child_process::spawn(args);
+        if (!plan.stdin_lines.empty())
+            REQUIRE(tdctl.write_stdin(plan.stdin_lines));
+        REQUIRE_MESSAGE(await_record(tdctl, plan.wait_for, 10s), tdctl.describe());
+        auto children = read_text_file(fmt::format("/proc/{0}/task/{0}/children", tdctl.pid())).value_or("");
+        pid_t tracer = static_cast<pid_t>(std::strtol(children.c_str(), nullptr, 10));
+        REQUIRE(tracer > 0);
+        std::uniform_int_distribution<int> delay(plan.delay_ms.first, plan.delay_ms.second);
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay(random)));
+        REQUIRE(::kill(tracer, SIGKILL) == 0);
+        auto killed_at = std::chrono::steady_clock::now();
+        bool clean = wait_until(
+            [&] {
+                while (tdctl.read_line(0ms)) {
+                }
+                return state.changes_left().empty() && traced_leftovers(target.pid()).empty();
+            },
+            1s, 1ms);
+        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed_at).count();
+        auto status = tdctl.wait_exit(5s);
+        CHECK((status && status->exit_code() == 128 + SIGKILL));
+        std::this_thread::sleep_for(100ms);
+        if (target.wait_exit(0ms)) {
+            ++seen.deaths;
+            if (seen.first_problem.empty())
+                seen.first_problem = fmt::format("round {}: the target died ({})", round, target.describe());
+            target = start_target();
+            state = nptl_state::of(target.pid());
+            continue;
+        }
+        seen.slowest_ms = std::max(seen.slowest_ms, ms);
+        if (!clean || ms > 100) {
+            ++seen.leftovers;
+            if (seen.first_problem.empty())
+                seen.first_problem = fmt::format("round {}: {:.1f} ms; left: {} {}; tdctl: {}", round, ms,
+                                                 traced_leftovers(target.pid()), nptl_changes_left(target.pid()),
+                                                 tdctl.stderr_text());
+        }
+    }
+    CHECK(target.send_signal(SIGKILL));
+    return seen;
+}
+
 }  // namespace
 
 TEST_SUITE("do no harm")
@@ -353,11 +432,6 @@ TEST_SUITE("do no harm")
     TEST_CASE("40 SIGKILLs of the tracer process: the bytes and the mask are put back within 100 ms")
     {
         require_attach();
-        constexpr int rounds = 40;
-        std::mt19937 random(777);
-        int deaths = 0, leftovers = 0;
-        double slowest_ms = 0;
-        std::string first_problem;
         auto start_quiet = [] {
             // Two creators, a thread every 20 ms each.
             auto t = child_process::spawn({fixture_path("storm"), "--wait-start", "0", "20"});
@@ -365,52 +439,41 @@ TEST_SUITE("do no harm")
             REQUIRE(t.write_stdin("x"));
             return t;
         };
-        auto target = start_quiet();
-        auto state = nptl_state::of(target.pid());
-        for (int round = 0; round < rounds; ++round) {
-            CAPTURE(round);
-            auto tdctl = child_process::spawn({tdctl_path(), "--json", "-p", std::to_string(target.pid()), "-e",
-                                               "watch --for 20"});
-            REQUIRE_MESSAGE(await_record(tdctl, "attached", 10s), tdctl.describe());
-            auto children = read_text_file(fmt::format("/proc/{0}/task/{0}/children", tdctl.pid())).value_or("");
-            pid_t tracer = static_cast<pid_t>(std::strtol(children.c_str(), nullptr, 10));
-            REQUIRE(tracer > 0);
-            std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(50, 600)(random)));
-            REQUIRE(::kill(tracer, SIGKILL) == 0);
-            auto killed_at = std::chrono::steady_clock::now();
-            bool clean = wait_until(
-                [&] {
-                    while (tdctl.read_line(0ms)) {
-                    }
-                    return state.changes_left().empty() && traced_leftovers(target.pid()).empty();
-                },
-                1s, 1ms);
-            double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed_at).count();
-            auto status = tdctl.wait_exit(5s);
-            CHECK((status && status->exit_code() == 128 + SIGKILL));
-            std::this_thread::sleep_for(100ms);
-            bool alive = !target.wait_exit(0ms);
-            if (!alive) {
-                ++deaths;
-                target = start_quiet();
-                state = nptl_state::of(target.pid());
-                continue;
-            }
-            slowest_ms = std::max(slowest_ms, ms);
-            if (!clean || ms > 100) {
-                ++leftovers;
-                if (first_problem.empty())
-                    first_problem = fmt::format("round {}: {:.1f} ms; left: {} {}; tdctl: {}", round, ms,
-                                                traced_leftovers(target.pid()), nptl_changes_left(target.pid()),
-                                                tdctl.stderr_text());
-            }
-        }
-        MESSAGE(fmt::format("tracer SIGKILLs: {} target deaths in {}; slowest restore {:.1f} ms", deaths, rounds,
-                            slowest_ms));
-        CHECK_MESSAGE(deaths <= rounds / 2, deaths << " target deaths in " << rounds);
-        CHECK_MESSAGE(leftovers == 0, leftovers << " surviving targets not restored within 100 ms; first: "
-                                                << first_problem);
-        CHECK(target.send_signal(SIGKILL));
+        tracer_kill_plan plan;
+        plan.rounds = 40;
+        plan.commands = {"-e", "watch --for 20"};
+        plan.delay_ms = {50, 600};
+        auto seen = kill_tracer_rounds(plan, start_quiet, 777);
+        MESSAGE(fmt::format("tracer SIGKILLs during watch: {} target deaths in {}; slowest restore {:.1f} ms",
+                            seen.deaths, plan.rounds, seen.slowest_ms));
+        CHECK_MESSAGE(seen.deaths <= plan.rounds / 2, seen.deaths << " target deaths in " << plan.rounds);
+        CHECK_MESSAGE(seen.leftovers == 0, seen.leftovers << " surviving targets not restored within 100 ms; first: "
+                                                          << seen.first_problem);
+    }
+
+    // SIGKILL of the tracer while `stop` holds the target (commands read
+    // from a pipe that stays open: the target stays held). The reporter (and
+    // any thread that trapped while the others were being stopped) sat in
+    // the SIGTRAP stop of its hit, and woken by the tracer's death took that
+    // SIGTRAP; the threads let go ran into the int3 bytes before the
+    // guardian could put them back: the target died in 6 of 10 tries. Held
+    // threads are now in PTRACE_EVENT_STOPs, which carry no signal, and the
+    // code is put back for as long as the hold lasts.
+    TEST_CASE("SIGKILL of the tracer while stop holds a storm: 30 of 30 targets live and are put back")
+    {
+        require_attach();
+        tracer_kill_plan plan;
+        plan.rounds = 30;
+        plan.stdin_lines = "event set create,death\nevent enable on all\nstop create,death\n";
+        plan.wait_for = "stopped";
+        plan.delay_ms = {0, 200};
+        auto seen = kill_tracer_rounds(plan, [] { return start_storm(); }, 31337);
+        MESSAGE(fmt::format("tracer SIGKILLs during stop: {} target deaths in {}; slowest restore {:.1f} ms",
+                            seen.deaths, plan.rounds, seen.slowest_ms));
+        CHECK_MESSAGE(seen.deaths == 0, seen.deaths << " target deaths in " << plan.rounds << "; first: "
+                                                    << seen.first_problem);
+        CHECK_MESSAGE(seen.leftovers == 0, seen.leftovers << " surviving targets not restored within 100 ms; first: "
+                                                          << seen.first_problem);
     }
 
     // SIGTERM, SIGINT or SIGHUP at a random moment of a watch on a storm
@@ -444,14 +507,22 @@ TEST_SUITE("do no harm")
             auto tdctl = child_process::spawn({tdctl_path(), "-p", std::to_string(target.pid()), "-e", "watch --for 20"});
             // Read the output as a terminal would, so the tracer never blocks on it.
             auto until = std::chrono::steady_clock::now() + delay;
+            bool spoke = false;
             while (std::chrono::steady_clock::now() < until)
-                tdctl.read_line(std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now()));
+                if (tdctl.read_line(std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now())))
+                    spoke = true;
             REQUIRE(tdctl.send_signal(sig));
             auto status = tdctl.wait_exit(10s);
+            // A signal that comes while the loader is still mapping tdctl's
+            // libraries (before main's first line, which blocks it; seen once
+            // in 100 under a load of 8) ends tdctl by the default action
+            // before it has done anything: a shell reports that as 128+N too.
+            bool before_start = status && !spoke && status->is_signaled() && status->term_signal() == sig;
             auto died = target.wait_exit(0ms);
             std::string diff = died ? "" : snapshot_difference(before, take_snapshot(target.pid(), regions));
             std::string left = died ? "" : traced_leftovers(target.pid());
-            bool ok = status && status->exit_code() == 128 + sig && !died && diff.empty() && left.empty();
+            bool ok = status && (status->exit_code() == 128 + sig || before_start) && !died && diff.empty() &&
+                      left.empty();
             if (!ok) {
                 ++problems;
                 if (first.empty())
