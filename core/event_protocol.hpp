@@ -90,6 +90,9 @@ public:
     /// is made, a thread record's guarded by its tid field. nullptr: plain
     /// writes (hosted tests, a target without a journal).
     void set_journal(change_journal* journal) { journal_ = journal; }
+    /// The guard of a change to a thread record: its tid field still holds
+    /// what it holds now. std::nullopt when the field cannot be read.
+    std::optional<change_guard> record_guard(target_addr record);
 
     td_result<td_thr_events_t> read_global_mask();
     td_status write_global_mask(const td_thr_events_t& mask);
