@@ -56,10 +56,6 @@ struct protocol_layout {
     std::vector<target_addr> thread_list_heads;        ///< list_t heads of live-thread lists
     target_addr concurrency_level;     ///< int: pthread_setconcurrency's level (null if not found)
 
-    /// nptl: a thread's handle is its thread pointer (fs_base). tdagent: the
-    /// handle is a record of the agent's, found through the thread list.
-    bool handle_is_thread_pointer = true;
-
     std::map<td_event_e, reporting_address> event_addresses;
 };
 

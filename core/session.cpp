@@ -65,7 +65,7 @@ void session::load_symbols()
     modules_ = symbols::module_set::load(pid());
     watch_.reset();
     settings_.reset();
-    backend_.reset();
+    backend_ = nullptr;
     agent_.reset();
     no_agent_reason_.clear();
     auto agent = thread_agent::create(*this, &no_agent_reason_);
@@ -74,7 +74,7 @@ void session::load_symbols()
     if (agent_) {
         if (process_->is_alive())
             agent_->protocol().set_journal(&process_->journal());
-        backend_ = make_thread_backend(*agent_);
+        backend_ = &agent_->seam();
         settings_.emplace(agent_->protocol(), process_->journal());
         watch_ = std::make_unique<event_watch>(*this, *agent_, *backend_);
     }
@@ -771,10 +771,10 @@ std::vector<td_event_e> session::forget_image()
     stop_events_.clear();
     site_events_.clear();
     files_.clear();
-    // The settings journal, the backend and the corridor go with the agent.
+    // The settings restore, the backend and the corridor go with the agent.
     watch_.reset();
     settings_.reset();
-    backend_.reset();
+    backend_ = nullptr;
     return armed_events;
 }
 

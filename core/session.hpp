@@ -247,9 +247,10 @@ private:
     std::unique_ptr<thread_agent> agent_;
     std::string no_agent_reason_;
     // With agent_ (load_symbols), and gone with it: what differs between the
-    // thread libraries, which value each restore of their settings puts
-    // back, and the corridor that turns a reporting stop into a message.
-    std::unique_ptr<thread_backend> backend_;
+    // thread libraries (the agent's own, thread_agent::seam), which value
+    // each restore of their settings puts back, and the corridor that turns
+    // a reporting stop into a message.
+    thread_backend* backend_ = nullptr;
     std::optional<settings_restore> settings_;
     std::unique_ptr<event_watch> watch_;
 
