@@ -226,12 +226,33 @@ journal_slot& change_journal::slot_for(target_addr address, std::size_t length, 
 void change_journal::note(target_addr address, std::span<const std::byte> original, std::span<const std::byte> value,
                           change_kind kind, std::optional<change_guard> guard, std::uint8_t flags)
 {
+    const bool is_new = !index_.contains(address);
     journal_slot& s = slot_for(address, value.size(), kind, guard, original, flags);
+    const bool was_settled = (s.flags & journal_slot::settled) != 0;
+    if (marked_ && !at_mark_.contains(address))
+        at_mark_[address] = is_new || was_settled ? s.original : bytes_now(address, s);
+    // The guard names whose the change is now (a record may have passed to
+    // another thread meanwhile); a settled entry starts a new change.
+    if (!is_new && (guard || was_settled))
+        set_guard(s, guard);
+    if (was_settled)
+        __atomic_store_n(&s.flags, static_cast<std::uint8_t>(s.flags & ~journal_slot::settled), __ATOMIC_RELEASE);
     // Both the value before and the value after this write count as ours
     // until the write is known done: the tracer may die between the two.
     s.previous = s.written;
     std::copy(value.begin(), value.end(), s.written.begin());
     __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+std::array<std::byte, journal_storage::max_change_bytes> change_journal::bytes_now(target_addr address,
+                                                                                   const journal_slot& s)
+{
+    // The target's own bytes: it may have changed them itself since the
+    // last write (a thread record reset for a new thread).
+    std::array<std::byte, journal_storage::max_change_bytes> now{};
+    if (memory_.read(address, std::span(now.data(), s.length)) != s.length)
+        return s.written;
+    return now;
 }
 
 bool change_journal::write(target_addr address, std::span<const std::byte> value, change_kind kind,
@@ -313,9 +334,84 @@ restore_tally change_journal::restore(target_addr address)
         return t;
     }
     journal_slot& s = storage_->slots()[it->second];
-    t = restore_slot(s, memory_, s.length);
+    if ((s.flags & journal_slot::settled) != 0)
+        ++t.unchanged;  // put back (or not ours) when it settled
+    else
+        t = restore_slot(s, memory_, s.length);
     free_slot(it->second);
+    at_mark_.erase(address);
     index_.erase(it);
+    return t;
+}
+
+void change_journal::set_guard(journal_slot& s, const std::optional<change_guard>& guard)
+{
+    s.guard_length = guard ? guard->length : 0;
+    s.guard_address = guard ? guard->address.value : 0;
+    s.guard_value = guard ? guard->value : std::array<std::byte, 8>{};
+}
+
+restore_tally change_journal::settle(target_addr address, bool put_back)
+{
+    restore_tally t;
+    auto it = index_.find(address);
+    if (it == index_.end())
+        return t;
+    journal_slot& s = storage_->slots()[it->second];
+    if ((s.flags & journal_slot::settled) != 0)
+        return t;
+    if (put_back)
+        t = restore_slot(s, memory_, s.length);
+    // Settled first: a surviving process passes the slot by from then on.
+    __atomic_store_n(&s.flags, static_cast<std::uint8_t>(s.flags | journal_slot::settled), __ATOMIC_RELEASE);
+    s.written = s.original;
+    s.previous = s.original;
+    if (marked_)
+        at_mark_[address] = s.original;  // as if created after the mark
+    return t;
+}
+
+bool change_journal::is_active(target_addr address) const
+{
+    auto it = index_.find(address);
+    return it != index_.end() && (storage_->slots()[it->second].flags & journal_slot::settled) == 0;
+}
+
+bool change_journal::has_active(std::initializer_list<change_kind> kinds) const
+{
+    for (const auto& [address, index] : index_) {
+        const journal_slot& s = storage_->slots()[index];
+        if ((s.flags & journal_slot::settled) == 0 && std::find(kinds.begin(), kinds.end(), s.kind) != kinds.end())
+            return true;
+    }
+    return false;
+}
+
+void change_journal::set_mark()
+{
+    at_mark_.clear();
+    marked_ = true;
+}
+
+restore_tally change_journal::restore_to_mark(std::initializer_list<change_kind> kinds,
+                                              const std::function<bool(target_addr)>& include)
+{
+    restore_tally t;
+    if (!marked_)
+        return t;
+    marked_ = false;  // the writes below are not changes since the mark
+    auto values = std::move(at_mark_);
+    at_mark_.clear();
+    for (const auto& [address, value] : values) {
+        auto it = index_.find(address);
+        if (it == index_.end())
+            continue;
+        const journal_slot& s = storage_->slots()[it->second];
+        if ((s.flags & journal_slot::settled) != 0 || std::find(kinds.begin(), kinds.end(), s.kind) == kinds.end() ||
+            !include(address))
+            continue;
+        ++(write(address, std::span(value.data(), s.length), s.kind) ? t.restored : t.failed);
+    }
     return t;
 }
 
@@ -344,11 +440,13 @@ void change_journal::forget(target_addr address)
     if (it == index_.end())
         return;
     free_slot(it->second);
+    at_mark_.erase(address);
     index_.erase(it);
 }
 
 void change_journal::forget_all()
 {
+    at_mark_.clear();
     for (const auto& [addr, index] : index_)
         __atomic_store_n(&storage_->slots()[index].live, 0u, __ATOMIC_RELEASE);
     index_.clear();
@@ -370,6 +468,10 @@ restore_tally change_journal::restore_abandoned(journal_storage& storage, target
     restore_tally t;
     bool more = false;
     for (journal_slot* s : live_newest_first(storage)) {
+        if ((s->flags & journal_slot::settled) != 0) {
+            s->live = 0;  // nothing of ours is left there
+            continue;
+        }
         bool partial = first_pass && (s->flags & journal_slot::landing_tail) != 0;
         try {
             t += restore_slot(*s, memory, partial ? 1 : s->length);

@@ -6,6 +6,13 @@
 // in reverse order by detach, by the journal's destructor, or one by one
 // (a thread's record when the thread exits).
 //
+// It is also where the values a restore wants are read: an entry's original
+// is the natural value of what it covers, kept for the whole session (an
+// entry whose change is over is settled, not dropped: glibc hands a dead
+// thread's record to a new thread without resetting its enable flag); and a
+// mark keeps the values entries had at one moment (before `arm`), which
+// restore_to_mark() puts back.
+//
 // The entries live in fixed-size slots of a storage block. When the process
 // that started tdctl set one up before forking the tracer
 // (journal_storage::create_shared), the block is shared with it: if the
@@ -25,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <span>
@@ -81,11 +89,15 @@ struct journal_slot {
     change_kind kind{};
     std::uint8_t length = 0;          ///< bytes changed, 1..max_change_bytes
     std::uint8_t guard_length = 0;    ///< 0: no guard
-    std::uint8_t flags = 0;           ///< journal_slot::landing_tail
+    std::uint8_t flags = 0;           ///< journal_slot::landing_tail, journal_slot::settled
     /// Code whose bytes after the first a trapped thread may be about to run
     /// (a resume-in-place patch's own `ret`): without a tracer to move such a
     /// thread, they go back only once every thread has run on.
     static constexpr std::uint8_t landing_tail = 1;
+    /// The change is over (change_journal::settle): the target holds the
+    /// original, or another thread's value that is not ours to undo. The
+    /// slot stays for its original; every restore passes it by.
+    static constexpr std::uint8_t settled = 2;
     std::uint64_t sequence = 0;       ///< order of the first write; restore goes backwards
     std::uint64_t address = 0;
     std::uint64_t guard_address = 0;
@@ -167,6 +179,9 @@ public:
     /// False when the original cannot be read or the write fails (the entry
     /// stays, harmless: restore checks the bytes). value.size() is 1..16 and
     /// the same every time for one address; throws std::logic_error otherwise.
+    /// `guard`, when given, becomes the entry's guard (a thread record's
+    /// write names the thread the record serves now); a settled entry takes
+    /// a new change with `guard` or none.
     bool write(target_addr address, std::span<const std::byte> value, change_kind kind,
                std::optional<change_guard> guard = std::nullopt);
     template <typename T>
@@ -177,8 +192,9 @@ public:
     }
 
     /// Journals like write() but leaves the writing to the caller (code
-    /// patched byte by byte in a chosen order). `original` is what the
-    /// caller read there; used only the first time the address is seen.
+    /// patched byte by byte in a chosen order, or bytes the target itself
+    /// copied). `original` is what the caller read there; used only the
+    /// first time the address is seen.
     void note(target_addr address, std::span<const std::byte> original, std::span<const std::byte> value,
               change_kind kind, std::optional<change_guard> guard = std::nullopt, std::uint8_t flags = 0);
 
@@ -190,13 +206,42 @@ public:
     /// Restores every entry, newest first.
     restore_tally restore_all();
 
+    /// The change at `address` is over (its thread is exiting). With
+    /// `put_back`, the original is written back first, if the bytes and the
+    /// guard allow (restore()). The entry stays, settled: its original is
+    /// still the natural value of what it covers, every restore passes it by,
+    /// and the next write starts a new change. Nothing for an address not
+    /// journaled or already settled.
+    restore_tally settle(target_addr address, bool put_back);
+    /// True when `address` is journaled and its change is not over (not
+    /// settled, not restored).
+    bool is_active(target_addr address) const;
+    /// True when some entry of the given kinds is active.
+    bool has_active(std::initializer_list<change_kind> kinds) const;
+
+    /// Sets the mark (replacing an earlier one): from now on, the first
+    /// change to each entry keeps its value at the mark — what the target
+    /// held just before that change (one read), or the original for an
+    /// entry created or settled since. The values stay in this process (the
+    /// shared block is not touched).
+    void set_mark();
+    bool has_mark() const { return marked_; }
+    /// Writes back, as journaled writes, the value at the mark of every
+    /// active entry of the given kinds changed since the mark and for whose
+    /// address `include` holds (e.g. a record still in use), and ends the
+    /// mark. Nothing when there is no mark.
+    restore_tally restore_to_mark(std::initializer_list<change_kind> kinds,
+                                  const std::function<bool(target_addr)>& include);
+
     /// Drops one entry without writing (the change was undone another way).
     void forget(target_addr address);
     /// Drops every entry without writing: the memory they describe is gone
     /// (the target exec'd or exited).
     void forget_all();
 
-    /// The bytes the target held before tdctl's first write at address.
+    /// The bytes the target held before tdctl's first write at address (kept
+    /// by a settled entry too): the natural value. std::nullopt when the
+    /// address is not journaled.
     std::optional<std::vector<std::byte>> original(target_addr address) const;
     bool contains(target_addr address) const { return index_.contains(address); }
     std::size_t size() const { return index_.size(); }
@@ -218,6 +263,10 @@ private:
                            std::uint8_t flags);
     void free_slot(std::uint32_t index);
     static restore_tally restore_slot(journal_slot& slot, target_memory& memory, std::size_t length);
+    static void set_guard(journal_slot& slot, const std::optional<change_guard>& guard);
+    /// The bytes the target holds at the entry's address now (the value
+    /// written last when they cannot be read).
+    std::array<std::byte, journal_storage::max_change_bytes> bytes_now(target_addr address, const journal_slot& s);
 
     target_memory& memory_;
     journal_storage* storage_ = nullptr;
@@ -225,6 +274,9 @@ private:
     bool shared_ = false;
     std::unordered_map<target_addr, std::uint32_t> index_;   // address -> slot
     std::vector<std::uint32_t> free_;                         // freed slots below high_water
+    // The mark: for each entry changed since, the bytes it held at the mark.
+    bool marked_ = false;
+    std::unordered_map<target_addr, std::array<std::byte, journal_storage::max_change_bytes>> at_mark_;
 };
 
 /// The target's start time in clock ticks since boot (/proc/PID/stat field

@@ -24,6 +24,7 @@
 #include "base/error.hpp"
 #include "ptrace/process_memory.hpp"
 #include "ptrace/procfs.hpp"
+#include "ptrace/waiter.hpp"
 
 namespace tdctl::cmd {
 
@@ -204,11 +205,16 @@ void prefer_guardian_for_oom()
             if (from_process || own_session || sig == SIGHUP || sig == SIGTERM)
                 ::kill(tracer, sig);
         }
-        int raw = 0;
-        pid_t r = ::waitpid(tracer, &raw, WNOHANG);
-        if (r == tracer)
-            std::exit(exit_code_of(tracer, raw));
-        if (r < 0 && errno != EINTR)
+        ptrace::taken_status taken;
+        try {
+            taken = ptrace::try_wait_child(tracer);
+        } catch (const error& e) {
+            std::fprintf(stderr, "tdctl: %s\n", e.what());
+            std::_Exit(2);
+        }
+        if (taken.status)
+            std::exit(exit_code_of(tracer, taken.status->raw()));
+        if (taken.no_child)
             std::_Exit(2);
     }
 }

@@ -74,14 +74,20 @@ bool event_protocol::write_setting(target_addr address, std::span<const std::byt
 {
     if (journal_ == nullptr)
         return target_.memory().write(address, bytes);
+    // Put back only while the record still belongs to the thread it serves
+    // now (a record may pass to another thread between two writes).
     std::optional<change_guard> guard;
-    if (!record.is_null() && !journal_->contains(address)) {
-        // Put back only while the record still belongs to this thread.
-        auto tid = read_uint(target_.memory(), record + layout_.tid.offset, layout_.tid.element_bytes());
-        if (tid)
-            guard = change_guard::on(record + layout_.tid.offset, static_cast<std::int32_t>(*tid));
-    }
+    if (!record.is_null())
+        guard = record_guard(record);
     return journal_->write(address, bytes, kind, guard);
+}
+
+std::optional<change_guard> event_protocol::record_guard(target_addr record)
+{
+    auto tid = read_uint(target_.memory(), record + layout_.tid.offset, layout_.tid.element_bytes());
+    if (!tid)
+        return std::nullopt;
+    return change_guard::on(record + layout_.tid.offset, static_cast<std::int32_t>(*tid));
 }
 
 td_result<bool> event_protocol::read_report_events(target_addr handle)

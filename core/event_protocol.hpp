@@ -56,10 +56,6 @@ struct protocol_layout {
     std::vector<target_addr> thread_list_heads;        ///< list_t heads of live-thread lists
     target_addr concurrency_level;     ///< int: pthread_setconcurrency's level (null if not found)
 
-    /// nptl: a thread's handle is its thread pointer (fs_base). tdagent: the
-    /// handle is a record of the agent's, found through the thread list.
-    bool handle_is_thread_pointer = true;
-
     std::map<td_event_e, reporting_address> event_addresses;
 };
 
@@ -90,6 +86,9 @@ public:
     /// is made, a thread record's guarded by its tid field. nullptr: plain
     /// writes (hosted tests, a target without a journal).
     void set_journal(change_journal* journal) { journal_ = journal; }
+    /// The guard of a change to a thread record: its tid field still holds
+    /// what it holds now. std::nullopt when the field cannot be read.
+    std::optional<change_guard> record_guard(target_addr record);
 
     td_result<td_thr_events_t> read_global_mask();
     td_status write_global_mask(const td_thr_events_t& mask);

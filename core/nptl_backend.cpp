@@ -138,6 +138,7 @@ public:
     explicit nptl_backend(thread_agent& agent) : thread_backend(nptl_traits), target_(agent.target()) {}
 
     std::optional<target_addr> handle_of(tid_t lwp) override { return target_.thread_pointer(lwp); }
+    std::optional<target_addr> thread_pointer_handle(tid_t lwp) override { return target_.thread_pointer(lwp); }
 
     message_subject subject_of(td_event_e event, tid_t reporter, std::uint64_t arg0) override
     {

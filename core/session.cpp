@@ -66,7 +66,7 @@ void session::load_symbols()
     modules_ = symbols::module_set::load(pid());
     watch_.reset();
     settings_.reset();
-    backend_.reset();
+    backend_ = nullptr;
     agent_.reset();
     no_agent_reason_.clear();
     auto agent = thread_agent::create(*this, &no_agent_reason_);
@@ -75,7 +75,7 @@ void session::load_symbols()
     if (agent_) {
         if (process_->is_alive())
             agent_->protocol().set_journal(&process_->journal());
-        backend_ = make_thread_backend(*agent_);
+        backend_ = &agent_->seam();
         settings_.emplace(agent_->protocol(), process_->journal());
         watch_ = std::make_unique<event_watch>(*this, *agent_, *backend_);
     }
@@ -225,17 +225,9 @@ tid_t session::lwp_of(target_addr handle)
 
 // ---------------------------------------------------------------- journal
 
-void session::journal_global_mask()
+void session::will_write_settings()
 {
     reports_may_be_pending_ = true;
-    if (settings_)
-        settings_->note_global_mask();
-}
-
-bool session::journal_thread(target_addr handle, unsigned fields)
-{
-    reports_may_be_pending_ = true;
-    return settings_ && settings_->note_record(handle, fields);
 }
 
 void session::restore_settings()
@@ -261,7 +253,7 @@ td_status session::ta_set_event(const td_thr_events_t& events)
 {
     if (!agent_)
         return td_fail(TD_NOLIBTHREAD);
-    journal_global_mask();
+    will_write_settings();
     return agent_->set_event(events);
 }
 
@@ -269,25 +261,25 @@ td_status session::ta_clear_event(const td_thr_events_t& events)
 {
     if (!agent_)
         return td_fail(TD_NOLIBTHREAD);
-    journal_global_mask();
+    will_write_settings();
     return agent_->clear_event(events);
 }
 
 td_status session::thr_set_event(const thread_handle& th, const td_thr_events_t& events)
 {
-    journal_thread(th.value(), record_mask);
+    will_write_settings();
     return th.set_event(events);
 }
 
 td_status session::thr_clear_event(const thread_handle& th, const td_thr_events_t& events)
 {
-    journal_thread(th.value(), record_mask);
+    will_write_settings();
     return th.clear_event(events);
 }
 
 td_status session::thr_event_enable(const thread_handle& th, bool on)
 {
-    journal_thread(th.value(), record_enable);
+    will_write_settings();
     return th.event_enable(on);
 }
 
@@ -331,8 +323,7 @@ void session::enable_thread_for_watch(target_addr handle)
 {
     if (!armed_ || settling_ || !agent_ || handle.is_null())
         return;
-    if (!settings_->note_before_arm(handle) || !journal_thread(handle, record_enable))
-        return;
+    will_write_settings();
     (void)agent_->protocol().write_report_events(handle, true);
 }
 
@@ -361,13 +352,12 @@ td_status session::arm(const std::vector<td_event_e>& events)
         }
     } guard{*process_};
 
-    journal_global_mask();
-    auto global = agent_->global_mask();
-    if (!global)
+    will_write_settings();
+    if (auto global = agent_->global_mask(); !global)
         return td_fail(global.error());
     armed_ = armed_state{};
     armed_->events = events;
-    settings_->begin_arm(*global);
+    settings_->mark_before_arm();
 
     std::vector<td_event_e> planted = events;
     if (backend_->traits().must_follow_create && std::find(events.begin(), events.end(), TD_CREATE) == events.end() &&
@@ -393,8 +383,7 @@ td_status session::enable_for_arm(const std::vector<td_event_e>& planted)
         if (th.is_null()) {
             // Not initialised yet (static program at its entry point): the
             // flag every thread will start with.
-            journal_thread(th.value(), record_enable);
-            settings_->note_initial_before_arm();
+            will_write_settings();
             (void)th.event_enable(true);
             continue;
         }
@@ -702,10 +691,10 @@ void session::enable_born_at_clone(tid_t child)
     // Only a thread of the library: its record's tid is already set
     // (CLONE_PARENT_SETTID) when the parent reports the clone.
     auto tid = agent_->protocol().read_tid(t->thread_pointer);
-    if (tid && *tid == ns_tid_of(child) && journal_thread(t->thread_pointer, record_enable)) {
+    if (tid && *tid == ns_tid_of(child)) {
         // Born now, so its flag "before" is the record's own original,
         // not what a dead thread left in it.
-        settings_->note_born_before_arm(t->thread_pointer);
+        settings_->note_born(t->thread_pointer);
         enable_thread_for_watch(t->thread_pointer);
     }
 }
@@ -786,10 +775,10 @@ std::vector<td_event_e> session::forget_image()
     stop_events_.clear();
     site_events_.clear();
     files_.clear();
-    // The settings journal, the backend and the corridor go with the agent.
+    // The settings restore, the backend and the corridor go with the agent.
     watch_.reset();
     settings_.reset();
-    backend_.reset();
+    backend_ = nullptr;
     return armed_events;
 }
 

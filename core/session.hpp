@@ -19,7 +19,7 @@
 #include "base/unique_fd.hpp"
 #include "core/event_watch.hpp"
 #include "core/lwp_usage.hpp"
-#include "core/settings_journal.hpp"
+#include "core/settings_restore.hpp"
 #include "core/stats_collector.hpp"
 #include "core/target_access.hpp"
 #include "core/thread_agent.hpp"
@@ -217,14 +217,13 @@ private:
     /// The thread handle of an LWP (thread_backend::handle_of).
     std::optional<target_addr> handle_of(tid_t lwp);
     void enable_thread_for_watch(target_addr handle);
-    /// Journals a record's flag or mask (record_field bits) before a write to
-    /// it; a null handle stands for the initial-report flag.
-    bool journal_thread(target_addr handle, unsigned fields);
-    void journal_global_mask();
+    /// A mask or flag is about to be written (the change journal records
+    /// it): a later detach lets late reports settle.
+    void will_write_settings();
     /// Sets the global mask, enables every thread and the initial flag for arm().
     td_status enable_for_arm(const std::vector<td_event_e>& planted);
     /// Writes back the global mask, the initial-report flag and every
-    /// touched record's enable flag and mask (the journal); the sites stay.
+    /// touched record's enable flag and mask (settings_restore); the sites stay.
     void restore_settings();
     /// With the settings back and the sites still planted, lets the threads
     /// run for settle_seconds, taking (silently) each message a thread that
@@ -248,10 +247,11 @@ private:
     std::unique_ptr<thread_agent> agent_;
     std::string no_agent_reason_;
     // With agent_ (load_symbols), and gone with it: what differs between the
-    // thread libraries, what the session changed in their settings, and the
-    // corridor that turns a reporting stop into a message.
-    std::unique_ptr<thread_backend> backend_;
-    std::optional<settings_journal> settings_;
+    // thread libraries (the agent's own, thread_agent::seam), which value
+    // each restore of their settings puts back, and the corridor that turns
+    // a reporting stop into a message.
+    thread_backend* backend_ = nullptr;
+    std::optional<settings_restore> settings_;
     std::unique_ptr<event_watch> watch_;
 
     // Reporting address -> event, for every site planted by arm() or plant_stops().

@@ -5,7 +5,12 @@
 
 namespace tdctl::core {
 
-thread_agent::thread_agent(target_access& target, protocol_layout layout) : protocol_(target, std::move(layout)) {}
+thread_agent::thread_agent(target_access& target, protocol_layout layout)
+    : protocol_(target, std::move(layout)), backend_(make_thread_backend(*this))
+{
+}
+
+thread_agent::~thread_agent() = default;
 
 td_result<std::unique_ptr<thread_agent>> thread_agent::create(target_access& target, std::string* why)
 {

@@ -1,5 +1,6 @@
 // td_ta_thr_iter and td_ta_map_lwp2thr: the live threads of the target.
 #include "core/thread_agent.hpp"
+#include "core/thread_backend.hpp"
 #include "core/thread_handle.hpp"
 
 namespace tdctl::core {
@@ -22,14 +23,13 @@ td_result<std::vector<thread_handle>> thread_agent::thr_iter()
 
 td_result<thread_handle> thread_agent::map_lwp2thr(tid_t lwp)
 {
-    // The thread pointer is the record (TLS_TCB_AT_TP on x86_64); its tid
-    // field (a TID of the target's PID namespace) confirms it. Fall back to
-    // the lists when the LWP was never seen stopped.
+    // Where the thread pointer is the record (nptl), its tid field (a TID of
+    // the target's PID namespace) confirms it. Otherwise, or when the LWP was
+    // never seen stopped, the lists.
     auto ns_tid = target().ns_tid_of(lwp);
     if (!ns_tid)
         return td_fail(TD_NOTHR);
-    if (auto tp = layout().handle_is_thread_pointer ? target().thread_pointer(lwp) : std::nullopt;
-        tp && !tp->is_null()) {
+    if (auto tp = seam().thread_pointer_handle(lwp); tp && !tp->is_null()) {
         if (auto tid = protocol_.read_tid(*tp); tid && *tid == *ns_tid)
             return thread_handle(*this, *tp);
     }

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "core/thread_agent.hpp"
+#include "core/thread_backend.hpp"
 #include "core/thread_handle.hpp"
 
 namespace tdctl::core {
@@ -26,10 +27,10 @@ td_result<std::optional<tid_t>> thread_handle::lwp() const
     if (!lwp)
         return std::optional<tid_t>();
     // A TID the kernel gave to a new thread after this one ended (the record
-    // keeps it since glibc 2.42): that LWP's thread pointer is its own record.
-    if (agent_->layout().handle_is_thread_pointer)
-        if (auto tp = target.thread_pointer(*lwp); tp && !tp->is_null() && *tp != handle_)
-            return std::optional<tid_t>();
+    // keeps it since glibc 2.42): where a thread pointer is a handle, that
+    // LWP's is its own record.
+    if (auto tp = agent_->seam().thread_pointer_handle(*lwp); tp && !tp->is_null() && *tp != handle_)
+        return std::optional<tid_t>();
     return lwp;
 }
 

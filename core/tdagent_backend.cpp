@@ -56,7 +56,6 @@ std::optional<protocol_layout> probe_tdagent(target_access& target, std::string&
         return std::nullopt;
     }
     l.thread_list_heads = {list};
-    l.handle_is_thread_pointer = false;
     for (td_event_e e : events::all_events()) {
         std::string name = "__tdagent_event_" + events::event_short_name(e);
         if (auto s = target.lookup_symbol(agent_module, name))
@@ -94,6 +93,12 @@ public:
             return std::nullopt;
         handles_by_lwp_[lwp] = th->value();
         return th->value();
+    }
+
+    std::optional<target_addr> thread_pointer_handle(tid_t lwp) override
+    {
+        (void)lwp;  // the agent's record is not the thread pointer
+        return std::nullopt;
     }
 
     message_subject subject_of(td_event_e event, tid_t reporter, std::uint64_t arg0) override

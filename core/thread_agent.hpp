@@ -16,6 +16,7 @@
 
 namespace tdctl::core {
 
+class thread_backend;
 class thread_handle;
 
 /// One consumed event message (td_event_msg_t with the handle by value).
@@ -33,13 +34,20 @@ public:
     /// and `why` receives one line saying what was missing.
     static td_result<std::unique_ptr<thread_agent>> create(target_access& target, std::string* why = nullptr);
 
+    /// An agent for `layout`, with the backend of its library (seam()).
     thread_agent(target_access& target, protocol_layout layout);
+    ~thread_agent();
+    thread_agent(const thread_agent&) = delete;
+    thread_agent& operator=(const thread_agent&) = delete;
 
     /// "nptl" or "tdagent".
     const std::string& backend() const { return protocol_.layout().backend; }
     const protocol_layout& layout() const { return protocol_.layout(); }
     event_protocol& protocol() { return protocol_; }
     target_access& target() { return protocol_.target(); }
+    /// What this thread library does its own way (core/thread_backend.hpp);
+    /// lives as long as the agent.
+    thread_backend& seam() { return *backend_; }
 
     /// Events with a reporting address in this backend, in numeric order.
     std::vector<td_event_e> supported_events() const;
@@ -71,6 +79,7 @@ public:
 
 private:
     event_protocol protocol_;
+    std::unique_ptr<thread_backend> backend_;   // after protocol_: made from it
 };
 
 /// Builds the tdagent layout from libtdagent.so's exported symbols (SPEC §5).

@@ -57,6 +57,13 @@ public:
     /// std::nullopt when the LWP has none or it cannot be read now.
     virtual std::optional<target_addr> handle_of(tid_t lwp) = 0;
 
+    /// Where a thread pointer is a handle, the LWP's thread pointer, for the
+    /// caller to check against the record's tid field — nptl: fs_base (the
+    /// struct pthread, TLS_TCB_AT_TP on x86_64); tdagent: always std::nullopt
+    /// (a handle is the agent's record, found through its thread list).
+    /// std::nullopt too when it cannot be read now.
+    virtual std::optional<target_addr> thread_pointer_handle(tid_t lwp) = 0;
+
     /// Which record holds the message `event` that `reporter` announced at
     /// the reporting address; `arg0` is the reporting function's first
     /// argument (rdi). nptl: TD_CREATE in the reporter's newest clone child,
@@ -84,7 +91,8 @@ private:
     backend_traits traits_;
 };
 
-/// The backend for the library `agent` was created for. `agent` must outlive it.
+/// The backend for the library `agent` was created for (thread_agent makes
+/// its own with this; thread_agent::seam()). `agent` must outlive it.
 std::unique_ptr<thread_backend> make_thread_backend(thread_agent& agent);
 
 /// The nptl backend: handles are thread pointers, messages in the reporter's

@@ -885,7 +885,7 @@ std::optional<stop_event> traced_process::on_exec(tid_t tid)
 {
     // The exec'ing thread now has the leader's TID; every other thread is gone
     // and the new image has none of our breakpoints.
-    // waitpid reports the leader's TID; PTRACE_GETEVENTMSG gives the TID the
+    // The wait reports the leader's TID; PTRACE_GETEVENTMSG gives the TID the
     // exec'ing thread had before.
     tid_t leader{pid_};
     unsigned long msg = 0;

@@ -1,5 +1,5 @@
-// A decoded waitpid() status, as a value. Built only by decode(); tests build
-// statuses with the for_* factories.
+// A decoded wait status (wait(2), as ptrace/waiter takes it), as a value.
+// Built only by decode(); tests build statuses with the for_* factories.
 #pragma once
 
 #include <string>
@@ -24,7 +24,7 @@ enum class wait_kind {
 
 class wait_status {
 public:
-    /// Decodes a status from waitpid(2) of a task traced with PTRACE_SEIZE.
+    /// Decodes a status from wait(2) of a task traced with PTRACE_SEIZE.
     static wait_status decode(int raw);
 
     static wait_status for_exit(int code);

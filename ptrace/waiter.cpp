@@ -123,4 +123,9 @@ taken_status waiter::try_wait_any()
     return take_status(-1, WNOHANG);
 }
 
+taken_status try_wait_child(pid_t child)
+{
+    return take_status(child, WNOHANG);
+}
+
 }  // namespace tdctl::ptrace

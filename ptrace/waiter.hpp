@@ -62,4 +62,10 @@ private:
     unique_fd fd_;
 };
 
+/// waitpid(child, __WALL|WNOHANG) for a child process tdctl does not trace
+/// (the tracer, as its guardian sees it): its status if it has one now,
+/// never blocking, with no signalfd (the caller has its own). EINTR is
+/// retried; ECHILD is no_child; throws tdctl::error (os) on other errors.
+taken_status try_wait_child(pid_t child);
+
 }  // namespace tdctl::ptrace

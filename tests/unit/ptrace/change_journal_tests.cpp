@@ -111,6 +111,149 @@ TEST_CASE("forget_all drops entries without writing (the image is gone)")
     CHECK(read64(mem, a) == 1);
 }
 
+TEST_CASE("a settled entry keeps the original as the natural value and is passed by")
+{
+    image_memory mem;
+    mem.write_value(target_addr{a}, std::uint64_t{7});
+    mem.write_value(target_addr{guard_at}, std::int32_t{1234});
+    change_journal j(mem, 0);
+    CHECK(j.write_value(target_addr{a}, std::uint64_t{1}, change_kind::thread_enable,
+                        change_guard::on(target_addr{guard_at}, std::int32_t{1234})));
+    CHECK(j.is_active(target_addr{a}));
+    CHECK(j.has_active({change_kind::thread_enable}));
+    // The thread exits: its flag goes back, the entry stays for the original.
+    CHECK(j.settle(target_addr{a}, true).restored == 1);
+    CHECK(read64(mem, a) == 7);
+    CHECK_FALSE(j.is_active(target_addr{a}));
+    CHECK_FALSE(j.has_active({change_kind::thread_enable}));
+    CHECK(j.size() == 1);
+    REQUIRE(j.original(target_addr{a}));
+    CHECK((*j.original(target_addr{a}))[0] == std::byte{7});
+    CHECK(j.settle(target_addr{a}, true).restored == 0);   // already settled
+    // Another thread gets the record and a value of its own: not ours.
+    mem.write_value(target_addr{a}, std::uint64_t{3});
+    auto t = j.restore_all();
+    CHECK(t.restored + t.left + t.failed == 0);
+    CHECK(read64(mem, a) == 3);
+    CHECK(j.size() == 0);
+}
+
+TEST_CASE("the next write to a settled entry is a new change: the natural stays, the guard is its own")
+{
+    image_memory mem;
+    mem.write_value(target_addr{guard_at}, std::int32_t{1234});
+    change_journal j(mem, 0);
+    CHECK(j.write_value(target_addr{a}, std::uint64_t{1}, change_kind::thread_enable,
+                        change_guard::on(target_addr{guard_at}, std::int32_t{1234})));
+    j.settle(target_addr{a}, false);
+    mem.write_value(target_addr{a}, std::uint64_t{1});   // what the dead thread left
+    mem.write_value(target_addr{guard_at}, std::int32_t{5678});  // the record's new thread
+    CHECK(j.write_value(target_addr{a}, std::uint64_t{1}, change_kind::thread_enable,
+                        change_guard::on(target_addr{guard_at}, std::int32_t{5678})));
+    CHECK(j.is_active(target_addr{a}));
+    CHECK(j.write_value(target_addr{a}, std::uint64_t{1}, change_kind::thread_enable));   // no guard: kept
+    auto t = j.restore_all();
+    CHECK(t.restored == 1);
+    CHECK(read64(mem, a) == 0);   // the natural value, not the dead thread's
+}
+
+TEST_CASE("a write with a guard names whose the change is now")
+{
+    image_memory mem;
+    mem.write_value(target_addr{guard_at}, std::int32_t{1234});
+    change_journal j(mem, 0);
+    CHECK(j.write_value(target_addr{a}, std::uint64_t{1}, change_kind::thread_enable,
+                        change_guard::on(target_addr{guard_at}, std::int32_t{1234})));
+    // The record passed to another thread unseen; the next write is for it.
+    mem.write_value(target_addr{guard_at}, std::int32_t{5678});
+    CHECK(j.write_value(target_addr{a}, std::uint64_t{1}, change_kind::thread_enable,
+                        change_guard::on(target_addr{guard_at}, std::int32_t{5678})));
+    CHECK(j.restore_all().restored == 1);
+    CHECK(read64(mem, a) == 0);
+}
+
+TEST_CASE("restore_to_mark puts back the values at the mark, of the kinds and addresses asked, once")
+{
+    constexpr std::uint64_t c = 0x100400, d = 0x100500;
+    image_memory mem;
+    mem.write_value(target_addr{b}, std::uint64_t{9});
+    change_journal j(mem, 0);
+    CHECK(j.write_value(target_addr{a}, std::uint64_t{1}, change_kind::global_mask));
+    CHECK_FALSE(j.has_mark());
+    j.set_mark();
+    CHECK(j.has_mark());
+    CHECK(j.write_value(target_addr{a}, std::uint64_t{2}, change_kind::global_mask));
+    CHECK(j.write_value(target_addr{a}, std::uint64_t{3}, change_kind::global_mask));
+    CHECK(j.write_value(target_addr{b}, std::uint64_t{5}, change_kind::thread_enable));   // new since the mark
+    CHECK(j.write_value(target_addr{c}, std::uint64_t{6}, change_kind::thread_mask));     // a kind not asked
+    CHECK(j.write_value(target_addr{d}, std::uint64_t{7}, change_kind::thread_enable));   // an address not asked
+    auto t = j.restore_to_mark({change_kind::global_mask, change_kind::thread_enable},
+                               [&](target_addr address) { return address != target_addr{d}; });
+    CHECK(t.restored == 2);
+    CHECK(read64(mem, a) == 1);   // the value at the mark, not the original
+    CHECK(read64(mem, b) == 9);   // the original of an entry created since
+    CHECK(read64(mem, c) == 6);
+    CHECK(read64(mem, d) == 7);
+    CHECK_FALSE(j.has_mark());
+    mem.write_value(target_addr{a}, std::uint64_t{4});
+    CHECK(j.restore_to_mark({change_kind::global_mask}, [](target_addr) { return true; }).restored == 0);
+    CHECK(read64(mem, a) == 4);
+    // The writes back are journaled: the originals still come back.
+    mem.write_value(target_addr{a}, std::uint64_t{1});
+    CHECK(j.restore_all().restored == 3);
+    CHECK(read64(mem, a) == 0);
+    CHECK(read64(mem, b) == 9);
+}
+
+TEST_CASE("the value at the mark is the target's own: a change it made itself since the last write counts")
+{
+    image_memory mem;
+    change_journal j(mem, 0);
+    CHECK(j.write_value(target_addr{a}, std::uint64_t{1}, change_kind::thread_enable));
+    mem.write_value(target_addr{a}, std::uint64_t{5});   // e.g. a record reset for a new thread
+    j.set_mark();
+    CHECK(j.write_value(target_addr{a}, std::uint64_t{1}, change_kind::thread_enable));
+    CHECK(j.restore_to_mark({change_kind::thread_enable}, [](target_addr) { return true; }).restored == 1);
+    CHECK(read64(mem, a) == 5);
+}
+
+TEST_CASE("an entry settled since the mark counts as created after it; one not changed again is left")
+{
+    image_memory mem;
+    change_journal j(mem, 0);
+    CHECK(j.write_value(target_addr{a}, std::uint64_t{1}, change_kind::thread_enable));
+    CHECK(j.write_value(target_addr{b}, std::uint64_t{1}, change_kind::thread_enable));
+    j.set_mark();
+    CHECK(j.write_value(target_addr{a}, std::uint64_t{2}, change_kind::thread_enable));
+    j.settle(target_addr{a}, true);                    // its thread exits
+    CHECK(read64(mem, a) == 0);
+    CHECK(j.write_value(target_addr{a}, std::uint64_t{2}, change_kind::thread_enable));   // a thread born on it
+    j.settle(target_addr{b}, true);
+    mem.write_value(target_addr{b}, std::uint64_t{8});   // a new thread's own value
+    auto t = j.restore_to_mark({change_kind::thread_enable}, [](target_addr) { return true; });
+    CHECK(t.restored == 1);
+    CHECK(read64(mem, a) == 0);   // the natural value, not 1 from before the mark
+    CHECK(read64(mem, b) == 8);
+}
+
+TEST_CASE("a process that outlives the tracer passes settled slots by")
+{
+    journal_storage& storage = journal_storage::create_shared(64);
+    image_memory mem;
+    change_journal j(mem, 0);
+    REQUIRE(j.is_shared());
+    CHECK(j.write_value(target_addr{a}, std::uint64_t{1}, change_kind::thread_enable));
+    CHECK(j.write_value(target_addr{b}, std::uint64_t{2}, change_kind::thread_mask));
+    j.settle(target_addr{b}, false);
+    mem.write_value(target_addr{b}, std::uint64_t{5});   // another thread's
+    auto t = change_journal::restore_abandoned(storage, mem);
+    CHECK(t.restored == 1);
+    CHECK(t.left + t.failed + t.unchanged == 0);
+    CHECK(read64(mem, a) == 0);
+    CHECK(read64(mem, b) == 5);
+    CHECK(storage.claimed == 0);
+}
+
 namespace {
 
 // Lives at the same address in every process forked from this one.
