@@ -144,6 +144,9 @@ command_status runner::cmd_watch(const words& w, const std::string& where)
         return count && seen >= *count;
     });
     auto split = session_.take_usage_window();
+    // Closed before the disarm: its settling takes every late exit stop,
+    // and none of them need reading any more.
+    session_.close_usage_window();
     if (session_.is_alive())
         session_.disarm();
     out_.print(watch_end_record{seen, end_reason(end), seconds_since_start()});

@@ -222,12 +222,12 @@ TEST_CASE("top counts threads born and ended inside the interval: their CPU is w
     const pid_t pid = target.pid();
     const std::vector<pid_t> live = test::task_tids(pid);
 
-    live_tdctl tdctl(pid, {"-e", "top --interval 3 --count 1"});
+    live_tdctl tdctl(pid, {"-e", "top --interval 4 --count 1"});
     REQUIRE(tdctl.next().value("type", "") == "attached");
     // `top` opens its window right after the attach; the burst must fall inside it.
     std::this_thread::sleep_for(300ms);
     const auto before = read_now(pid, live);
-    std::string answer = target.ask_expect("burst 2 300", "burst ", nullptr);
+    std::string answer = target.ask_expect("burst 2 1000", "burst ", nullptr);
     const auto after = read_now(pid, live);
     std::set<pid_t> burst;
     {
@@ -278,11 +278,11 @@ TEST_CASE("sleep's time split tells a spinner, a sleeper and a thread waiting fo
     const std::vector<pid_t> watched{spinner, sleeper, crowd[0], crowd[1], crowd[2]};
 
     // Commands from stdin, each run as its line arrives: the test's window
-    // opens just before `sleep 2` is sent and closes when its split arrives.
+    // opens just before `sleep 4` is sent and closes when its split arrives.
     live_tdctl tdctl(pid, {});
     REQUIRE(tdctl.next().value("type", "") == "attached");
     const auto before = read_now(pid, watched);
-    REQUIRE(tdctl.child.write_stdin("sleep 2\n"));
+    REQUIRE(tdctl.child.write_stdin("sleep 4\n"));
     std::vector<json> split{tdctl.next_of_type("time_split")};
     const auto after = read_now(pid, watched);
     tdctl.child.close_stdin();
@@ -315,14 +315,16 @@ TEST_CASE("sleep's time split tells a spinner, a sleeper and a thread waiting fo
         const json& r = rows.at(t);
         CHECK(r["command"] == "sleep");
         CHECK(r["pid"] == pid);
-        CHECK(r["duration"].get<double>() >= 2.0);
+        CHECK(r["duration"].get<double>() >= 4.0);
         const auto got = tdctl_shares(t), want = kernel_shares(t);
         INFO("tid ", t, ": ", r.dump(), "; schedstat over ", wall, " s: on ", want.on, ", wait ", want.wait,
              ", off ", want.off);
-        // 1 % of the window: what a run-queue wait still running at either end hides.
+        // 1 % of the window: what a run-queue wait still running at either
+        // end hides (the kernel charges it when it ends). Off CPU is the rest
+        // of the window, so it carries the error of both.
         CHECK(within_10_percent(got.on, want.on, 0.01));
         CHECK(within_10_percent(got.wait, want.wait, 0.01));
-        CHECK(within_10_percent(got.off, want.off, 0.01));
+        CHECK(within_10_percent(got.off, want.off, 0.02));
     }
     // Told apart: a spinner never blocks; a sleeper hardly runs; three
     // spinners on one CPU each run at most a third of the time and wait the rest.
