@@ -8,6 +8,7 @@
 #include "base/clock.hpp"
 #include "cmd/records.hpp"
 #include "cmd/runner.hpp"
+#include "cmd/usage_view.hpp"
 #include "events/event_names.hpp"
 #include "events/event_set.hpp"
 
@@ -128,6 +129,7 @@ command_status runner::cmd_watch(const words& w, const std::string& where)
         return command_status::failed;
     if (auto r = session_.arm(*list); !r)
         return td_error(r.error(), fmt::format("{}: watch", where));
+    core::usage_window_scope usage(session_, core::counter_depth::times);
     let_run();
 
     const auto count = options->count;
@@ -141,10 +143,16 @@ command_status runner::cmd_watch(const words& w, const std::string& where)
         ++seen;
         return count && seen >= *count;
     });
-    // Detach puts back what arm changed anyway (the session's originals).
+    auto split = session_.take_usage_window();
+    // Closed before the disarm: its settling takes every late exit stop,
+    // and none of them need reading any more. Detach puts back what arm
+    // changed anyway (the session's originals): a watch it follows leaves
+    // the disarm to it.
+    session_.close_usage_window();
     if (session_.is_alive() && !detach_follows_ && !must_exit_)
         session_.disarm();
     out_.print(watch_end_record{seen, end_reason(end), seconds_since_start()});
+    print_time_split("watch", split);
     return command_status::ok;
 }
 
@@ -160,7 +168,9 @@ command_status runner::cmd_sleep(const words& w, const std::string& where)
     if (has_target())
         let_run();
     if (has_target()) {
+        core::usage_window_scope usage(session_, core::counter_depth::times);
         run_for(seconds);
+        print_time_split("sleep", session_.take_usage_window());
         return command_status::ok;
     }
     // Nothing to service: just wait, still interruptible.
@@ -169,6 +179,17 @@ command_status runner::cmd_sleep(const words& w, const std::string& where)
     if (int sig = signals_.take(); sig != 0)
         take_signal(sig);
     return command_status::ok;
+}
+
+void runner::print_time_split(const std::string& command, const core::window_usage& split)
+{
+    if (split.lwps.empty())
+        return;
+    auto rows = time_split_rows(split, command, session_.pid(), seconds_since_start(), time_split_max_rows);
+    output::bulk batch(out_);
+    out_.heading(time_split_heading(command, rows.front().duration));
+    for (const auto& row : rows)
+        out_.print(row);
 }
 
 // ---------------------------------------------------------------- run control

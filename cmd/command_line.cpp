@@ -105,10 +105,13 @@ std::optional<std::string> read_option(const std::string& name, const std::strin
         into.interval = parse_duration(value);
         if (!into.interval)
             return "bad interval '" + value + "'";
+    } else if (name == "--sort") {
+        into.sort = value;
     } else {
-        into.count = parse_count(value);
-        if (!into.count || *into.count == 0)
-            return "bad count '" + value + "'";
+        auto& n = name == "--limit" ? into.limit : into.count;
+        n = parse_count(value);
+        if (!n || *n == 0)
+            return "bad " + name.substr(2) + " '" + value + "'";
     }
     return std::nullopt;
 }
@@ -116,7 +119,8 @@ std::optional<std::string> read_option(const std::string& name, const std::strin
 bool takes_option(const std::string& word, const run_option_grammar& grammar)
 {
     static constexpr std::pair<std::string_view, unsigned> names[] = {
-        {"--for", option_for}, {"--interval", option_interval}, {"--count", option_count}};
+        {"--for", option_for},   {"--interval", option_interval}, {"--count", option_count},
+        {"--sort", option_sort}, {"--limit", option_limit}};
     for (const auto& [name, bit] : names)
         if (word == name)
             return (grammar.options & bit) != 0;

@@ -31,6 +31,8 @@ enum run_option : unsigned {
     option_for = 1,        ///< --for SECONDS
     option_interval = 2,   ///< --interval SECONDS
     option_count = 4,      ///< --count N (N >= 1)
+    option_sort = 8,       ///< --sort COLUMN (any word; the command checks it)
+    option_limit = 16,     ///< --limit N (N >= 1)
 };
 
 /// Which options a command takes, and how it names them in its messages.
@@ -51,12 +53,14 @@ struct run_options {
     std::optional<double> for_seconds;  ///< --for, seconds
     std::optional<double> interval;     ///< --interval, seconds
     std::optional<long long> count;     ///< --count, >= 1
+    std::optional<std::string> sort;    ///< --sort
+    std::optional<long long> limit;     ///< --limit, >= 1
     std::string operand;                ///< empty when none was given
 };
 
 /// Reads words[first...] by `grammar`. An option followed by no value is a
 /// word out of place. Errors: the message for the user ("bad count 'x'",
-/// "bad interval '0'", or grammar.usage).
+/// "bad interval '0'", "bad limit '0'", or grammar.usage).
 std::expected<run_options, std::string> parse_run_options(const std::vector<std::string>& words, std::size_t first,
                                                           const run_option_grammar& grammar);
 

@@ -38,7 +38,8 @@ std::span<const command_entry> command_table()
          "  Arm the events (default: every event the thread library reports), enable\n"
          "  reporting on every thread and each new one, and print each message as it is\n"
          "  drained. Ends after N messages, after the duration, on Ctrl-C, or when the\n"
-         "  target exits; then everything it armed is put back."},
+         "  target exits; then everything it armed is put back, and each thread's time\n"
+         "  over the watch is split: on CPU, waiting for a CPU (run queue), off CPU."},
         {"stats", {}, &runner::cmd_stats,
          "stats enable|disable|reset|show\n"
          "stats watch [--interval SECONDS] [--count N]\n"
@@ -54,13 +55,26 @@ std::span<const command_entry> command_table()
          "  Per-thread resource usage, as pthread_getrusage_np: start enables collection,\n"
          "  stop disables it, collect before start fails with ENOSYS, an unknown TID with\n"
          "  ESRCH. Fields Linux does not keep per thread show as n/a."},
+        {"top", {}, &runner::cmd_top,
+         "top [--interval SECONDS] [--count N] [--sort COLUMN] [--limit N]\n"
+         "  Every thread's use of the CPU, one table per interval (default 1 s; until Ctrl-C\n"
+         "  or the target's exit without --count), like `pidstat -t`: %usr and %sys (CPU time\n"
+         "  from schedstat, split in stat's utime:stime ratio), %wait (runnable, waiting on a\n"
+         "  run queue for a CPU, from schedstat), %off (alive but neither: blocked, sleeping),\n"
+         "  each in percent of one CPU over the interval, then cswch/s, nvcswch/s (voluntary\n"
+         "  and involuntary context switches), minflt/s and majflt/s. A thread born or ended\n"
+         "  inside the interval counts from its birth or up to its exit. The process line sums\n"
+         "  every thread. --sort: cpu (%usr+%sys, the default), usr, sys, wait, off, cswch,\n"
+         "  nvcswch, minflt, majflt (highest first), tid, name; --limit N shows the first N.\n"
+         "  The target runs throughout; only /proc is read. Needs no `rusage start`."},
         {"lwpinfo", {}, &runner::cmd_lwpinfo,
          "lwpinfo [TID|all]\n  User and system CPU time of each LWP (_lwp_info), ns resolution."},
         {"bt", {"backtrace"}, &runner::cmd_bt,
          "bt [TID|all]\n  The call stack of one thread or of every thread (default), unwound with libdw\n"
          "  while the target is held for a moment."},
         {"sleep", {}, &runner::cmd_sleep,
-         "sleep SECONDS\n  Let the target run for a while (e.g. 2, 1.5, 500ms), servicing it."},
+         "sleep SECONDS\n  Let the target run for a while (e.g. 2, 1.5, 500ms), servicing it; then each\n"
+         "  thread's time over it, split: on CPU, waiting for a CPU (run queue), off CPU."},
         {"continue", {"c", "cont"}, &runner::cmd_continue,
          "continue\n  Resume a target held by `interrupt`, by a `stop` hit, or at the launch entry point."},
         {"interrupt", {}, &runner::cmd_interrupt, "interrupt\n  Stop every thread of the target and hold it."},
@@ -105,6 +119,8 @@ std::string help_text(const std::string& command)
                "                                   thread statistics (help stats)\n"
                "  rusage start|stop|collect [TID|all]\n"
                "                                   per-thread resource usage\n"
+               "  top [--interval S] [--count N] [--sort COL] [--limit N]\n"
+               "                                   per-thread CPU, run-queue wait, off-CPU and rates\n"
                "  lwpinfo [TID|all]                per-LWP user/system time\n"
                "  bt [TID|all]                     call stacks\n"
                "  sleep SECONDS                    let the target run\n"

@@ -268,4 +268,62 @@ struct lwpinfo_record {
 /// The column headings of `lwpinfo`.
 std::string lwpinfo_columns();
 
+/// `top`: one thread over one interval: percentages of one CPU over the
+/// interval and per-second rates (core::rates_of). A thread alive for part
+/// of the interval has %usr+%sys+%wait+%off below 100.
+struct top_record {
+    pid_t pid = 0;
+    pid_t tid = 0;
+    std::string name;
+    core::lwp_rates rates;
+    bool born = false;      ///< born inside the interval
+    bool ended = false;     ///< ended inside the interval
+    double interval = 0;    ///< the interval's length, s
+    double time = 0;        ///< when it ended
+    json_record json() const;
+    std::string text() const;
+};
+
+/// `top`: the process line above the rows, the sum of every thread's row
+/// (those left out by --limit and those that ended included), so %usr+%sys
+/// is the CPU the process used, in percent of one CPU.
+struct top_process_record {
+    pid_t pid = 0;
+    std::string name;
+    std::size_t threads = 0;   ///< threads counted in the interval
+    std::size_t born = 0;      ///< of them, born inside it
+    std::size_t ended = 0;     ///< of them, ended inside it
+    core::lwp_rates rates;
+    double interval = 0;
+    double time = 0;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// The column headings of `top`.
+std::string top_columns();
+
+/// The end of `watch` or `sleep`: one thread's time over the command's run,
+/// split three ways (core::lwp_window_usage), in seconds; or, when `folded`
+/// is not 0, the sum of that many threads beyond the rows shown.
+struct time_split_record {
+    std::string command;      ///< "watch" or "sleep"
+    pid_t pid = 0;
+    pid_t tid = 0;            ///< 0 for a folded row
+    std::string name;
+    std::size_t folded = 0;
+    bool born = false;        ///< born during the run (false for a folded row)
+    bool ended = false;       ///< ended during the run (false for a folded row)
+    double on_cpu = 0;        ///< on a CPU (schedstat)
+    double wait = 0;          ///< runnable, waiting on a run queue for a CPU (schedstat)
+    double off = 0;           ///< alive but neither: blocked or sleeping
+    double duration = 0;      ///< the command's run
+    double time = 0;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// The line above the time_split rows (text only).
+std::string time_split_heading(const std::string& command, double duration);
+
 }  // namespace tdctl::cmd

@@ -75,7 +75,7 @@ private:
 
     // The handlers, one group a file: cmd_threads.cpp, cmd_event.cpp,
     // cmd_run.cpp (stop, watch, sleep, continue, interrupt, detach, kill),
-    // cmd_stats.cpp (stats, rusage, lwpinfo), cmd_bt.cpp; runner.cpp (quit, help).
+    // cmd_stats.cpp (stats, rusage, lwpinfo), cmd_top.cpp, cmd_bt.cpp; runner.cpp (quit, help).
     command_status cmd_threads(const words& w, const std::string& where);
     command_status cmd_event(const words& w, const std::string& where);
     command_status cmd_event_addr(const words& w, const std::string& where);
@@ -103,6 +103,7 @@ private:
     command_status cmd_rusage_collect(const words& w, const std::string& where);
     command_status cmd_lwpinfo(const words& w, const std::string& where);
     command_status cmd_bt(const words& w, const std::string& where);
+    command_status cmd_top(const words& w, const std::string& where);
 
     /// `watch`'s events: EVENTS checked against what the library reports, or
     /// every event it reports when `text` is empty. nullopt after an error.
@@ -113,6 +114,11 @@ private:
                                     const std::string& where);
     /// One round of `rusage collect`: every row of `which` ("", "all" or a TID).
     bool rusage_round(const std::string& which, const std::string& where);
+    /// The split of every thread's time over the run of `command` ("watch",
+    /// "sleep"), from the usage window taken at its end.
+    void print_time_split(const std::string& command, const core::window_usage& split);
+    /// At most this many rows in that split; the other threads are summed in one.
+    static constexpr std::size_t time_split_max_rows = 32;
     /// LWPs of "" / "all" (every task of the process) or of one TID.
     std::optional<std::vector<tid_t>> lwp_list(const std::string& arg, const std::string& where);
 

@@ -93,6 +93,14 @@ std::expected<struct rusage, int> read_lwp_rusage(pid_t pid, tid_t lwp, std::uin
     return member_of(read_lwp_rusage_row(files, pid, lwp, signals, std::nullopt), &lwp_rusage_row::usage);
 }
 
+std::uint64_t user_share_ns(std::uint64_t cpu_ns, std::uint64_t utime_ticks, std::uint64_t stime_ticks)
+{
+    const std::uint64_t ticks = utime_ticks + stime_ticks;
+    if (ticks == 0)
+        return cpu_ns;
+    return static_cast<std::uint64_t>(static_cast<long double>(cpu_ns) * utime_ticks / ticks);
+}
+
 std::expected<lwp_times_row, int> read_lwp_times_row(procfs::task_files& files, tid_t lwp)
 {
     auto stat = live_stat(files, lwp);
@@ -100,13 +108,37 @@ std::expected<lwp_times_row, int> read_lwp_times_row(procfs::task_files& files, 
     if (!sched)
         return std::unexpected(ESRCH);
     std::uint64_t total = sched->cpu_ns;
-    std::uint64_t ticks = stat->utime + stat->stime;
-    std::uint64_t user = ticks == 0 ? total
-                                    : static_cast<std::uint64_t>(static_cast<long double>(total) * stat->utime / ticks);
+    std::uint64_t user = user_share_ns(total, stat->utime, stat->stime);
     lwp_times_row row;
     row.times.utime = ns_to_timespec(user);
     row.times.stime = ns_to_timespec(total - user);
     row.comm = std::move(stat->comm);
+    return row;
+}
+
+std::expected<lwp_counters_row, int> read_lwp_counters(procfs::task_files& files, tid_t lwp, counter_depth depth)
+{
+    lwp_counters_row row;
+    if (depth == counter_depth::full) {
+        auto stat = live_stat(files, lwp);
+        auto status = stat ? files.status(lwp) : std::nullopt;
+        if (!status)
+            return std::unexpected(ESRCH);
+        row.counters.utime_ticks = stat->utime;
+        row.counters.stime_ticks = stat->stime;
+        row.counters.minflt = stat->minflt;
+        row.counters.majflt = stat->majflt;
+        row.counters.nvcsw = status->voluntary_ctxt_switches;
+        row.counters.nivcsw = status->nonvoluntary_ctxt_switches;
+        row.comm = std::move(stat->comm);
+    }
+    auto sched = files.schedstat(lwp);
+    if (!sched)
+        return std::unexpected(ESRCH);
+    row.counters.cpu_ns = sched->cpu_ns;
+    row.counters.wait_ns = sched->wait_ns;
+    if (depth == counter_depth::times)
+        row.comm = files.comm(lwp);
     return row;
 }
 

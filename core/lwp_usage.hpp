@@ -58,6 +58,37 @@ struct lwp_times_row {
 };
 std::expected<lwp_times_row, int> read_lwp_times_row(procfs::task_files& files, tid_t lwp);
 
+/// The user part of `cpu_ns` CPU time, split in the ratio of stat's
+/// utime:stime ticks (the split the kernel applies for getrusage); all of it
+/// when no tick was charged.
+std::uint64_t user_share_ns(std::uint64_t cpu_ns, std::uint64_t utime_ticks, std::uint64_t stime_ticks);
+
+/// One LWP's cumulative counters at one moment (each counts from the LWP's
+/// birth, when the kernel zeroes it), for rates over an interval.
+struct lwp_counters {
+    std::uint64_t cpu_ns = 0;        ///< /proc/PID/task/TID/schedstat: on a CPU, ns
+    std::uint64_t wait_ns = 0;       ///< schedstat: runnable on a run queue, waiting for a CPU, ns
+    std::uint64_t utime_ticks = 0;   ///< stat field 14, clock ticks
+    std::uint64_t stime_ticks = 0;   ///< stat field 15, clock ticks
+    std::uint64_t minflt = 0;        ///< stat field 10
+    std::uint64_t majflt = 0;        ///< stat field 12
+    std::uint64_t nvcsw = 0;         ///< status voluntary_ctxt_switches
+    std::uint64_t nivcsw = 0;        ///< status nonvoluntary_ctxt_switches
+};
+
+/// Which files a counters read costs: `times` only schedstat and comm (the
+/// on-CPU / run-queue / off-CPU split), `full` also stat and status (`top`).
+enum class counter_depth { times, full };
+
+/// The counters and the LWP's name (comm) from one read; the fields `depth`
+/// does not read stay 0. ESRCH when the LWP is not (or no longer) a live
+/// task of the process.
+struct lwp_counters_row {
+    lwp_counters counters;
+    std::string comm;
+};
+std::expected<lwp_counters_row, int> read_lwp_counters(procfs::task_files& files, tid_t lwp, counter_depth depth);
+
 /// One member of a row that was read (`row->*member`), or the row's errno.
 template <typename Row, typename Member>
 std::expected<Member, int> member_of(const std::expected<Row, int>& row, Member Row::*member)

@@ -599,7 +599,9 @@ void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& o
     case stop_kind::thread_exited:
         forget_ns_tid(ev.tid);
         files_.forget(ev.tid);
-        stats_.on_vanished(ev.tid);
+        for (auto* a : accounting())
+            if (a != nullptr)
+                a->on_vanished(ev.tid);
         if (backend_)
             backend_->on_lwp_gone(ev.tid);
         if (watch_)
@@ -673,7 +675,9 @@ void session::on_watched_report(td_event_e event, const ptrace::stop_event& ev, 
 
 void session::on_thread_created(const ptrace::stop_event& ev)
 {
-    stats_.on_birth(ev.child);
+    for (auto* a : accounting())
+        if (a != nullptr)
+            a->on_birth(ev.child);
     if (backend_)
         backend_->on_clone(ev.tid, ev.child);
     inherit_journal(ev.tid, ev.child);
@@ -724,7 +728,9 @@ bool session::is_death_armed() const
 
 void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent)
 {
-    stats_.on_death(ev.tid);
+    for (auto* a : accounting())
+        if (a != nullptr)
+            a->on_death(ev.tid);
     if (backend_)
         backend_->on_lwp_gone(ev.tid);
     // A thread killed by exit_group (or by the exec of another thread) never
@@ -751,7 +757,9 @@ void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& 
         if (auto death = watch_->at_exec(ev.child, ev.address, is_death_armed(), ns_tid))
             out.push_back(session_event{session_event::kind::message, std::move(*death), 0});
     }
-    stats_.on_exec(ev.child.value != 0 ? ev.child : ev.tid, ev.tid);
+    for (auto* a : accounting())
+        if (a != nullptr)
+            a->on_exec(ev.child.value != 0 ? ev.child : ev.tid, ev.tid);
     // The new image has none of our breakpoints and a new libc: re-resolve.
     auto armed_events = forget_image();
     process_->run_to_entry();
@@ -819,6 +827,18 @@ std::expected<lwp_times_row, int> session::lwp_info_row(tid_t lwp)
 std::expected<lwp_times, int> session::lwp_info(tid_t lwp)
 {
     return member_of(lwp_info_row(lwp), &lwp_times_row::times);
+}
+
+// ---------------------------------------------------------------- usage windows
+
+void session::open_usage_window(counter_depth depth)
+{
+    usage_.emplace(files_, depth, lwps());
+}
+
+window_usage session::take_usage_window()
+{
+    return usage_ ? usage_->take(lwps()) : window_usage{};
 }
 
 }  // namespace tdctl::core

@@ -5,6 +5,7 @@
 // breakpoint, so the target's text and data are as they were.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <set>
@@ -25,6 +26,7 @@
 #include "core/thread_agent.hpp"
 #include "core/thread_backend.hpp"
 #include "core/thread_handle.hpp"
+#include "core/usage_window.hpp"
 #include "events/event_message.hpp"
 #include "ptrace/task_files.hpp"
 #include "ptrace/traced_process.hpp"
@@ -173,6 +175,17 @@ public:
     std::expected<lwp_times, int> lwp_info(tid_t lwp);
     std::expected<lwp_times_row, int> lwp_info_row(tid_t lwp);
 
+    // ---- per-LWP usage over a window (`top`; the split at the end of `watch` and `sleep`)
+
+    /// Opens a usage window now (one at a time: an open one is replaced).
+    /// While it is open, each birth, exit stop and exec is accounted in it.
+    void open_usage_window(counter_depth depth);
+    /// Every LWP's share since the window opened or was last taken (those
+    /// that ended included); the next window starts now. Empty when no
+    /// window is open.
+    window_usage take_usage_window();
+    void close_usage_window() { usage_.reset(); }
+
     /// Restores the target (journal), removes breakpoints, detaches.
     void detach();
     /// Kills the target.
@@ -291,11 +304,28 @@ private:
     // sample, rusage rows (ptrace/task_files.hpp).
     mutable procfs::task_files files_;
     stats_collector stats_;
+    std::optional<usage_window> usage_;
+    // Told of each LWP's birth, exit stop, disappearance and exec: the
+    // statistics, and the usage window while one is open (else nullptr).
+    std::array<lwp_lifecycle*, 2> accounting() { return {&stats_, usage_ ? &*usage_ : nullptr}; }
     bool rusage_enabled_ = false;
 
     // Records with a buffered message when we came: messages queued later
     // exist because of our changes and are consumed at detach.
     std::unordered_set<target_addr> listed_at_attach_;
+};
+
+/// A session's usage window for the length of a scope: opened by the
+/// constructor, closed on every way out.
+class usage_window_scope {
+public:
+    usage_window_scope(session& s, counter_depth depth) : s_(s) { s_.open_usage_window(depth); }
+    ~usage_window_scope() { s_.close_usage_window(); }
+    usage_window_scope(const usage_window_scope&) = delete;
+    usage_window_scope& operator=(const usage_window_scope&) = delete;
+
+private:
+    session& s_;
 };
 
 }  // namespace tdctl::core

@@ -13,6 +13,7 @@
 #include <thread_db.h>
 
 #include "base/types.hpp"
+#include "core/lwp_lifecycle.hpp"
 #include "ptrace/task_files.hpp"
 
 namespace tdctl::core {
@@ -37,7 +38,7 @@ struct stat_averages {
     double window_seconds = 0;    ///< length of the window
 };
 
-class stats_collector {
+class stats_collector final : public lwp_lifecycle {
 public:
     /// Reads each LWP's schedstat through `files` (kept open between samples).
     explicit stats_collector(procfs::task_files& files) : files_(&files) {}
@@ -50,15 +51,11 @@ public:
     /// Zeroes the window and starts a new one now (if enabled).
     void reset(const std::vector<tid_t>& lwps);
 
-    /// A new LWP (clone stop): its accounting starts here.
-    void on_birth(tid_t lwp);
-    /// An LWP at its exit stop (still readable): its final accounting.
-    void on_death(tid_t lwp);
-    /// An LWP that vanished without an exit stop: no final reading.
-    void on_vanished(tid_t lwp);
-    /// An exec: the exec'ing thread (`former`) goes on as the leader (its
-    /// accounting continues under the leader's TID); every other LWP is gone.
-    void on_exec(tid_t former, tid_t leader);
+    // lwp_lifecycle; nothing while gathering is off.
+    void on_birth(tid_t lwp) override;
+    void on_death(tid_t lwp) override;
+    void on_vanished(tid_t lwp) override;
+    void on_exec(tid_t former, tid_t leader) override;
 
     /// The averages now (enabled) or as frozen (disabled).
     stat_averages averages(const std::vector<tid_t>& lwps);
