@@ -740,6 +740,21 @@ void traced_process::note_vanished(task& t, wait_status ws)
                                 ws.raw()});
 }
 
+std::optional<wait_status> traced_process::next_stop_of(task& t)
+{
+    auto ws = waiter_->wait_for(t.tid);
+    if (!ws) {
+        t.stopped = false;
+        t.exiting = true;
+        return std::nullopt;
+    }
+    if (!ws->is_stop()) {
+        note_vanished(t, *ws);
+        return std::nullopt;
+    }
+    return ws;
+}
+
 void traced_process::consume_owed_sigtrap(task& t)
 {
     if (!t.sigtrap_owed || !t.stopped)
@@ -749,16 +764,9 @@ void traced_process::consume_owed_sigtrap(task& t)
     if (ptrace_call(PTRACE_CONT, t.tid, nullptr, nullptr) != 0)
         return;
     for (int i = 0; i < 8; ++i) {
-        auto ws = waiter_->wait_for(t.tid);
-        if (!ws) {
-            t.stopped = false;
-            t.exiting = true;
+        auto ws = next_stop_of(t);
+        if (!ws)
             return;
-        }
-        if (!ws->is_stop()) {
-            note_vanished(t, *ws);
-            return;
-        }
         if (ws->kind() == wait_kind::exit_event) {
             t.exiting = true;  // killed meanwhile: let it finish dying
         }
@@ -1102,15 +1110,9 @@ void traced_process::park(task& t)
         return;
     t.stopped = false;
     t.in_trap_stop = false;
-    auto ws = waiter_->wait_for(t.tid);
-    if (!ws) {
-        t.exiting = true;
+    auto ws = next_stop_of(t);
+    if (!ws)
         return;
-    }
-    if (!ws->is_stop()) {
-        note_vanished(t, *ws);
-        return;
-    }
     if (ws->kind() == wait_kind::event_stop) {
         hold_stopped(t);
         return;

@@ -205,6 +205,9 @@ private:
     std::optional<stop_event> on_breakpoint_trap(task& t);
     std::optional<stop_event> on_trap_before_interrupt(task& t);
     void consume_owed_sigtrap(task& t);
+    /// The next status of t, just restarted (waitpid by TID): a stop, or
+    /// std::nullopt when t has gone (its end queued for the owner).
+    std::optional<wait_status> next_stop_of(task& t);
     static bool has_queued_trap(tid_t tid);
     void note_vanished(task& t, wait_status ws);
     std::optional<wait_status> wait_first_stop(tid_t child);
