@@ -66,6 +66,7 @@ bool batch::run_lines(const std::vector<script_line>& lines, bool ends_session)
             last_command = i;
     for (std::size_t i = 0; i < lines.size(); ++i) {
         run_.set_detach_follows(ends_session && i == last_command);
+        run_.set_command_follows(i < last_command);
         run_.poll_target();
         if (!run_.has_target()) {
             // The target is gone or detached (`detach` ends the session);
@@ -102,6 +103,7 @@ bool batch::run_stdin(core::session& session, signal_source& signals)
         if (!run_.has_target())
             return false;  // exited or detached: nothing left to act on; the input is not read further
 
+        session.release_lingering();  // no thread stays stopped while input is awaited
         // A terminal is read only while tdctl is in its foreground; from the
         // background it looks again now and then (`fg` sends no signal).
         const bool readable = owns_terminal(STDIN_FILENO);

@@ -318,12 +318,22 @@ void run_commands(const session_run& s, const std::vector<script_line>& scripts,
         return;
     if (s.commands.failed() || s.run.must_exit())
         return;
-    if (s.want_repl && s.run.has_target())
+    // The prompt, a launch's watch and stdin all wait on something else than
+    // the stopped target: a stop that lingers from the attach goes first.
+    auto release = [&] {
+        if (s.run.has_target())
+            s.session.release_lingering();
+    };
+    if (s.want_repl && s.run.has_target()) {
+        release();
         cmd::run_repl(s.run, s.session, s.out, s.signals);
-    else if (scripts.empty() && s.opts.launched())
+    } else if (scripts.empty() && s.opts.launched()) {
+        release();
         s.run.watch_until_exit();
-    else if (scripts.empty() && (!stdin_tty || s.opts.batch))
+    } else if (scripts.empty() && (!stdin_tty || s.opts.batch)) {
+        release();
         s.commands.run_stdin(s.session, s.signals);
+    }
 }
 
 // A write that failed (a full disk, a closed pipe) fails the run; a reader

@@ -1,9 +1,11 @@
 #include "cmd/runner.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <csignal>
 #include <poll.h>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -159,6 +161,10 @@ run_end runner::run_until(std::optional<double> seconds, const std::function<boo
     if (seconds)
         deadline = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(*seconds));
     last_signal_ = 0;
+    // The target runs while tdctl waits on it (a `watch` or `stop` that took
+    // over a lingering stop to arm lets it go here).
+    if (session_.is_alive())
+        session_.release_lingering();
     for (;;) {
         if (!session_.is_alive())
             return exit_status_ ? run_end::exited : run_end::detached;
@@ -249,13 +255,36 @@ command_status runner::execute(const std::string& line, const std::string& where
             names += (names.empty() ? "" : ", ") + std::string(c.name);
         return usage_error(where, fmt::format("unknown command '{}'; expected one of: {}", w->front(), names));
     }
+    const bool follows = std::exchange(command_follows_, false);
+    share_stop_round(*command, follows);
+    command_status st = command_status::failed;
     try {
-        return (this->*command->run)(*w, where);
+        st = (this->*command->run)(*w, where);
     } catch (const error& e) {
         out_.error(e.domain() == error_domain::td ? td_err_name(static_cast<td_err_e>(e.code())) : "error",
                    fmt::format("{}: {}", where, e.what()));
-        return command_status::failed;
     }
+    if (!follows && !detach_follows_ && session_.is_alive())
+        session_.release_lingering();
+    return st;
+}
+
+void runner::share_stop_round(const command_entry& command, bool follows)
+{
+    // Commands that look at or edit the target while every thread is
+    // stopped: they take over a stop that lingers and, when another
+    // command follows at once, hand theirs on.
+    // `watch` and `stop` arm first (a stop of every thread they can take
+    // over) and let the target run when they wait for it (session::pump).
+    static constexpr std::array held_commands = {&runner::cmd_threads, &runner::cmd_event,    &runner::cmd_bt,
+                                                 &runner::cmd_interrupt, &runner::cmd_detach, &runner::cmd_quit,
+                                                 &runner::cmd_help,    &runner::cmd_watch,    &runner::cmd_stop};
+    const bool holds = std::find(held_commands.begin(), held_commands.end(), command.run) != held_commands.end();
+    if (!session_.is_alive())
+        return;
+    if (!holds)
+        session_.release_lingering();
+    session_.set_hold_may_linger(holds && (follows || detach_follows_));
 }
 
 command_status runner::watch_until_exit()

@@ -53,6 +53,11 @@ public:
     /// what it armed to the detach, which does it in the same stop of every
     /// thread, instead of stopping them all once more before it.
     void set_detach_follows(bool follows) { detach_follows_ = follows; }
+    /// Another command follows the one about to run at once (a batch's next
+    /// line): a command that only looks at or edits the stopped target then
+    /// leaves its threads stopped for it (core::session::end_command_hold).
+    /// Holds for one execute() only.
+    void set_command_follows(bool follows) { command_follows_ = follows; }
     /// A signal taken outside a command (at the prompt, while waiting for
     /// input): SIGTERM and SIGHUP end the session as they do during one.
     void take_signal(int sig);
@@ -71,6 +76,10 @@ public:
     using handler = command_status (runner::*)(const words& w, const std::string& where);
 
 private:
+    /// Before a command runs: a stop of every thread that lingers is let go
+    /// unless the command works on the stopped target; such a command's own
+    /// hold may linger when another command (or the detach) follows at once.
+    void share_stop_round(const command_entry& command, bool follows);
     friend std::span<const command_entry> command_table();
 
     // The handlers, one group a file: cmd_threads.cpp, cmd_event.cpp,
@@ -155,6 +164,7 @@ private:
     int last_signal_ = 0;
     bool must_exit_ = false;
     bool detach_follows_ = false;
+    bool command_follows_ = false;
     std::optional<int> exit_status_;
     bool detached_ = false;
 };

@@ -16,7 +16,7 @@ target_hold::~target_hold()
     if (was_held_ || !session_.is_alive())
         return;
     try {
-        session_.resume();
+        session_.end_command_hold();
     } catch (const std::exception& e) {
         // The command's own result is already out; the hold outlives it.
         out_.error("resume", std::string("resuming the target after the command: ") + e.what() +

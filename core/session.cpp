@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <utility>
 #include <fcntl.h>
 #include <link.h>
 #include <unistd.h>
@@ -32,8 +33,10 @@ std::unique_ptr<session> session::attach(pid_t pid, int cancel_fd)
 {
     std::unique_ptr<session> s(new session(ptrace::traced_process::attach(pid, cancel_fd)));
     s->load_symbols();
+    // Every thread stays stopped until a command needs the target running
+    // (release_lingering): `-p PID -e threads -e detach` stops it once.
     s->held_ = false;
-    s->process_->release_all();
+    s->lingering_ = true;
     return s;
 }
 
@@ -232,8 +235,11 @@ void session::will_write_settings()
 
 void session::restore_settings()
 {
-    if (settings_)
-        messages_are_ours_ = settings_->restore_originals();
+    // A second restore (the detach of a running target restores before and
+    // after its settling) finds nothing left to put back: what the first
+    // found still makes the listed messages ours.
+    if (settings_ && settings_->restore_originals())
+        messages_are_ours_ = true;
 }
 
 void session::consume_our_messages()
@@ -437,11 +443,16 @@ void session::settle_reports()
     for (tid_t lwp : process_->tids())
         if (auto ss = files_.schedstat(lwp))
             cpu_before[lwp.value] = ss->cpu_ns;
+    // A thread in the window may be preempted (R), or in a page fault or
+    // inside clone() (D); a thread asleep (S) is not between a decision and
+    // its push. A creator stopped at its clone stop is in it too: those are
+    // let run alone to their push at the end (let_creators_push).
+    auto may_be_in_window = [](char state) { return state == 'R' || state == 'D'; };
     auto all_ran = [&] {
         for (tid_t lwp : process_->tids()) {
             auto st = files_.stat(lwp);
             auto ss = files_.schedstat(lwp);
-            if (!st || !ss || st->state != 'R')
+            if (!st || !ss || !may_be_in_window(st->state))
                 continue;
             auto it = cpu_before.find(lwp.value);
             if (it != cpu_before.end() && ss->cpu_ns - it->second < settle_cpu_ns)
@@ -450,10 +461,14 @@ void session::settle_reports()
         return true;
     };
     std::vector<session_event> ignored;
-    process_->release_all();
+    if (process_->is_holding())
+        process_->release_all();
+    // Still held (a hold of the user's, or one that lingers): no thread runs
+    // now, and one that did before the hold is left as it stands.
+    const bool runs = !process_->is_holding();
     const double start = seconds_since_start();
     double next_check = start + settle_seconds;
-    for (double now = start; process_->is_alive(); now = seconds_since_start()) {
+    for (double now = start; runs && process_->is_alive(); now = seconds_since_start()) {
         if (now >= next_check) {
             if (now >= start + settle_max_seconds || all_ran())
                 break;
@@ -463,9 +478,11 @@ void session::settle_reports()
         if (ev)
             handle(*ev, ignored, true);
     }
+    log::debug("late reports settled in {:.1f} ms", (seconds_since_start() - start) * 1000);
     // An exit taken meanwhile is reported by the caller from exit_status().
     process_->stop_all();
     drain_queued_silently();
+    let_creators_push();
     settling_ = false;
     reports_may_be_pending_ = false;
 }
@@ -496,13 +513,42 @@ void session::interrupt()
 {
     if (held_ || !is_alive())
         return;
-    process_->stop_all();
+    if (lingering_)
+        lingering_ = false;  // stopped already: the hold takes that stop over
+    else
+        process_->stop_all();
     process_->withdraw_sites();
     held_ = true;
 }
 
+void session::release_lingering()
+{
+    if (!lingering_)
+        return;
+    lingering_ = false;
+    if (!is_alive())
+        return;
+    log::debug("the threads run again (no command works on them stopped)");
+    process_->reinsert_withdrawn_sites();
+    process_->release_all();
+}
+
+void session::end_command_hold()
+{
+    if (hold_may_linger_ && held_ && stopped_reporter_.value == 0 && is_alive()) {
+        held_ = false;
+        lingering_ = true;
+        return;
+    }
+    resume();
+}
+
 void session::resume()
 {
+    if (lingering_) {
+        release_lingering();
+        return;
+    }
     if (!held_ || !is_alive())
         return;
     held_ = false;
@@ -521,6 +567,23 @@ void session::resume()
     process_->release_all();
 }
 
+void session::let_creators_push()
+{
+    // A creator that decided to report pushes its TD_CREATE right after its
+    // clone stop: one stopped between the two would push after the detach,
+    // onto glibc's list. Each runs alone (the others held) until it stops
+    // again, at the site when it reports (the message is taken there).
+    std::vector<session_event> ignored;
+    for (int round = 0; round < max_creator_rounds && !mid_create_.empty() && process_->is_alive(); ++round) {
+        auto creators = std::exchange(mid_create_, {});
+        for (pid_t creator : creators)
+            if (auto ev = process_->run_alone(tid_t{creator}, creator_run_ms))
+                handle(*ev, ignored, true);
+        drain_queued_silently();
+    }
+    mid_create_.clear();
+}
+
 void session::drain_queued_silently()
 {
     std::vector<session_event> ignored;
@@ -536,6 +599,13 @@ void session::detach()
 {
     if (!is_alive())
         return;
+    // A target that runs gets its masks and flags back, and settles, while
+    // it runs: every thread is then stopped once, for the sites and the
+    // detach, where a stop before the restore would make two.
+    if (reports_may_be_pending_ && !process_->is_holding()) {
+        restore_settings();
+        settle_reports();
+    }
     process_->stop_all();
     drain_queued_silently();
     restore_settings();
@@ -552,6 +622,7 @@ void session::detach()
     consume_our_messages();
     process_->detach();
     held_ = false;
+    lingering_ = false;
 }
 
 void session::kill()
@@ -560,6 +631,7 @@ void session::kill()
     stop_events_.clear();
     process_->kill();
     held_ = false;
+    lingering_ = false;
 }
 
 std::vector<session_event> session::pump(int timeout_ms)
@@ -567,6 +639,9 @@ std::vector<session_event> session::pump(int timeout_ms)
     std::vector<session_event> out;
     if (!process_->is_alive() || process_->is_detached())
         return out;
+    // A wait for the target's own doings wants it running; a poll (0) does not.
+    if (timeout_ms != 0)
+        release_lingering();
     // Hand back promptly: at most a batch of stops, and at most a few ms of
     // them, per call, so the caller's deadlines and signals are looked at
     // however slowly stops arrive.
@@ -618,6 +693,7 @@ void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& o
         armed_.reset();
         stop_events_.clear();
         held_ = false;
+        lingering_ = false;
         return;
     }
     }
@@ -625,6 +701,7 @@ void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& o
 
 void session::on_breakpoint(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent)
 {
+    mid_create_.erase(ev.tid.value);
     auto it = site_events_.find(ev.address);
     td_event_e event = it == site_events_.end() ? TD_EVENT_NONE : it->second;
     bool is_stop = std::find(stop_events_.begin(), stop_events_.end(), event) != stop_events_.end();
@@ -681,6 +758,8 @@ void session::on_thread_created(const ptrace::stop_event& ev)
     if (backend_)
         backend_->on_clone(ev.tid, ev.child);
     inherit_journal(ev.tid, ev.child);
+    if (settling_)
+        mid_create_.insert(ev.tid.value);
     if (armed_ && !settling_ && backend_ && backend_->traits().enable_on_birth == birth_enable::at_clone_stop)
         enable_born_at_clone(ev.child);
     process_->resume(ev.child);

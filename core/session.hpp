@@ -150,6 +150,24 @@ public:
     void resume();
     bool is_held() const { return held_; }
 
+    // ---- one stop round for commands that follow each other at once
+
+    /// Lets the target run if its threads are still stopped only because
+    /// tdctl has not let go of them since the attach or the last command's
+    /// hold (never a hold the user asked for). Callers: before a command that
+    /// needs the target running, and before tdctl waits for input.
+    void release_lingering();
+    /// Whether the hold a command ends may linger: true while another
+    /// command follows at once (batch lines), so consecutive commands (and an
+    /// attach, and a detach) share one stop of every thread.
+    void set_hold_may_linger(bool may) { hold_may_linger_ = may; }
+    /// Ends one command's hold (cmd::target_hold): resume(), or, when
+    /// set_hold_may_linger(true), leaves the threads stopped for the next
+    /// command.
+    void end_command_hold();
+    /// Threads are stopped only because tdctl has not let go of them yet.
+    bool is_lingering() const { return lingering_; }
+
     // ---- statistics (core/td_ta_enable_stats.cpp, td_ta_reset_stats.cpp, td_ta_get_stats.cpp)
 
     /// On: reset and start gathering; off: freeze the averages. Works with or
@@ -239,9 +257,13 @@ private:
     /// touched record's enable flag and mask (settings_restore); the sites stay.
     void restore_settings();
     /// With the settings back and the sites still planted, lets the threads
-    /// run for settle_seconds, taking (silently) each message a thread that
-    /// had already decided to report pushes late; returns with all held.
+    /// run for settle_seconds (released first if held), taking (silently)
+    /// each message a thread that had already decided to report pushes late;
+    /// returns with all held.
     void settle_reports();
+    /// Runs each creator seen at a clone stop while settling, and not at a
+    /// site since, alone until it stops again (its push taken at the site).
+    void let_creators_push();
     /// Consumes every listed message that was not listed at attach, when the
     /// journal held changes (those messages exist because of them).
     void consume_our_messages();
@@ -295,10 +317,20 @@ private:
     static constexpr std::uint64_t settle_cpu_ns = 200000;
     // ... but never longer than this, s.
     static constexpr double settle_max_seconds = 0.5;
+    // Creators seen at a clone stop while settling and not at a site since
+    // (TIDs), and how long each may run alone to its push, ms, in at most
+    // so many rounds (a creator may clone again meanwhile).
+    std::unordered_set<pid_t> mid_create_;
+    static constexpr int creator_run_ms = 20;
+    static constexpr int max_creator_rounds = 3;
     // restore_settings() found changes: listed messages are ours to consume.
     bool messages_are_ours_ = false;
     std::vector<td_event_e> stop_events_;
     bool held_ = false;
+    // Stopped, not held: the attach's or the last command's stop of every
+    // thread, kept for the command that follows at once (release_lingering).
+    bool lingering_ = false;
+    bool hold_may_linger_ = false;
     tid_t stopped_reporter_;
     // /proc/PID/task/TID files kept open: names per event, schedstat per
     // sample, rusage rows (ptrace/task_files.hpp).

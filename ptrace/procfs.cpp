@@ -47,7 +47,7 @@ std::vector<std::string_view> split_words(std::string_view s)
 
 }  // namespace
 
-std::optional<std::string> read_fd(int fd)
+std::optional<std::string> read_fd(int fd, proc_records records)
 {
     std::string out;
     char buf[4096];
@@ -63,6 +63,8 @@ std::optional<std::string> read_fd(int fd)
             break;
         out.append(buf, static_cast<std::size_t>(n));
         off += n;
+        if (records == proc_records::one && static_cast<std::size_t>(n) < sizeof buf)
+            break;
     }
     return out;
 }

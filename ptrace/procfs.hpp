@@ -19,9 +19,15 @@ namespace tdctl::procfs {
 /// Whole contents of a (small) file, or std::nullopt if it cannot be opened or read.
 std::optional<std::string> read_file(const std::string& path);
 
+/// How a /proc file is made: one record (stat, status, comm, schedstat, io:
+/// the kernel writes it whole into the first read when it fits, so a read
+/// that returns less than asked is the end), or many (maps: read to EOF).
+enum class proc_records { one, many };
+
 /// Whole contents of an open file, read with pread from offset 0 (a /proc
-/// file is generated afresh by each read from its start).
-std::optional<std::string> read_fd(int fd);
+/// file is generated afresh by each read from its start). With
+/// proc_records::one a short read ends it: no second read only to see EOF.
+std::optional<std::string> read_fd(int fd, proc_records records = proc_records::many);
 
 /// TIDs in /proc/PID/task, ascending. Empty if the process is gone.
 std::vector<tid_t> list_tasks(pid_t pid);

@@ -52,7 +52,7 @@ std::optional<std::string> task_files::read(tid_t tid, file f)
     const auto idx = static_cast<std::size_t>(f);
     auto it = fds_.find(tid);
     if (it != fds_.end() && it->second[idx].is_open()) {
-        if (auto text = read_fd(it->second[idx].get()); text && !text->empty())
+        if (auto text = read_fd(it->second[idx].get(), procfs::proc_records::one); text && !text->empty())
             return text;
         // The task is gone (ESRCH) or the descriptor went stale.
         forget(tid);
@@ -64,7 +64,7 @@ std::optional<std::string> task_files::read(tid_t tid, file f)
     unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.is_open())
         return std::nullopt;
-    auto text = read_fd(fd.get());
+    auto text = read_fd(fd.get(), procfs::proc_records::one);
     if (!text)
         return std::nullopt;
     fds_[tid][idx] = std::move(fd);

@@ -947,6 +947,36 @@ void traced_process::resume(tid_t tid)
         restart(*t);
 }
 
+std::optional<stop_event> traced_process::run_alone(tid_t tid, int timeout_ms)
+{
+    task* t = find_task(tid);
+    if (t == nullptr || !t->stopped || t->exiting || t->in_vfork || gone_)
+        return std::nullopt;
+    restart(*t);
+    std::optional<wait_status> ws;
+    for (int waited = 0; !ws && waited < timeout_ms; ++waited) {
+        taken_status taken = waiter_->try_wait(tid);
+        if (taken.no_child) {
+            t->exiting = true;
+            return std::nullopt;
+        }
+        ws = taken.status;
+        if (!ws)
+            ::usleep(1000);
+    }
+    if (!ws) {
+        if (ptrace_call(PTRACE_INTERRUPT, tid, nullptr, nullptr) == 0)
+            t->interrupt_pending = true;
+        ws = next_stop_of(*t);
+        if (!ws)
+            return std::nullopt;
+    }
+    auto ev = handle_status(tid, *ws);
+    if (ev)
+        leave_to_owner(*ev);
+    return ev;
+}
+
 void traced_process::restart(task& t)
 {
     if (!t.stopped)
@@ -1129,51 +1159,75 @@ void traced_process::stop_running()
 {
     if (gone_)
         return;
+    std::vector<tid_t> pending;
     for (auto& [tid, t] : tasks_) {
         // An exiting task (e.g. a leader that called pthread_exit and waits as
         // a zombie for the rest) never stops again.
-        if (t->stopped || t->interrupt_pending || t->exiting)
+        if (t->stopped || t->exiting)
             continue;
-        if (int err = ptrace_call(PTRACE_INTERRUPT, tid, nullptr, nullptr); err == 0)
+        if (!t->interrupt_pending && ptrace_call(PTRACE_INTERRUPT, tid, nullptr, nullptr) == 0)
             t->interrupt_pending = true;
+        if (t->interrupt_pending)
+            pending.push_back(tid);
     }
-    auto any_running = [&] {
-        for (auto& [tid, t] : tasks_)
-            if (!t->stopped && !t->exiting && !t->in_vfork)
-                return true;
-        return false;
-    };
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     auto next_vfork_check = start + std::chrono::milliseconds(vfork_check_ms);
-    while (!gone_ && any_running()) {
-        // Short waits: a task that does not stop may be blocked in vfork(),
-        // which only its child's exec or exit ends. A status taken from the
-        // kernel is always handled before giving up, or its stop is lost.
-        auto status = waiter_->wait_any(vfork_check_ms, cancel_fd_);
-        if (status) {
-            if (auto ev = handle_status(status->first, status->second)) {
-                leave_to_owner(*ev);
-                queue_.push_back(*ev);
-            }
-            // Tasks born meanwhile are stopped at birth; nothing else to interrupt.
-        } else {
-            throw_if_cancelled();
-        }
+    while (!gone_) {
+        // Each task's status is taken by its TID: waitpid(-1) would make the
+        // kernel walk every traced task per call, T times for T tasks.
+        // The descriptor is emptied first, so a status that comes after the
+        // pass wakes the poll below.
+        waiter_->drain_fd();
+        take_stops_of(pending);
+        if (pending.empty())
+            break;
+        waiter_->wait_ready(vfork_check_ms, cancel_fd_);
+        throw_if_cancelled();
         auto now = clock::now();
         if (now < next_vfork_check)
             continue;
-        throw_if_cancelled();
         mark_vfork_blocked();
         next_vfork_check = now + std::chrono::milliseconds(vfork_check_ms);
-        if (now - start >= std::chrono::milliseconds(stop_all_timeout_ms) && any_running()) {
-            std::string stuck;
-            for (auto& [tid, t] : tasks_)
-                if (!t->stopped && !t->exiting && !t->in_vfork)
-                    stuck += fmt::format(" {}", tid.value);
-            throw error::target(fmt::format("tasks did not stop within {} s:{}", stop_all_timeout_ms / 1000, stuck));
-        }
+        if (now - start >= std::chrono::milliseconds(stop_all_timeout_ms))
+            throw_stuck(pending);
     }
+}
+
+void traced_process::take_stops_of(std::vector<tid_t>& pending)
+{
+    std::erase_if(pending, [this](tid_t tid) {
+        task* t = find_task(tid);
+        if (t == nullptr || t->stopped || t->exiting || t->in_vfork)
+            return true;
+        taken_status taken = waiter_->try_wait(tid);
+        if (taken.no_child) {
+            t->exiting = true;  // reaped elsewhere, or no longer ours
+            return true;
+        }
+        if (!taken.status)
+            return false;
+        // Tasks born meanwhile are stopped at birth; nothing else to interrupt.
+        if (auto ev = handle_status(tid, *taken.status)) {
+            leave_to_owner(*ev);
+            queue_.push_back(*ev);
+        }
+        t = find_task(tid);
+        return t == nullptr || t->stopped || t->exiting || t->in_vfork;
+    });
+}
+
+void traced_process::throw_stuck(const std::vector<tid_t>& pending) const
+{
+    // A few TIDs and a count: a list of thousands helps nobody.
+    constexpr std::size_t shown = 8;
+    std::string stuck;
+    for (std::size_t i = 0; i < pending.size() && i < shown; ++i)
+        stuck += fmt::format(" {}", pending[i].value);
+    if (pending.size() > shown)
+        stuck += fmt::format(" and {} more", pending.size() - shown);
+    throw error::target(fmt::format("{} tasks did not stop within {} s:{}", pending.size(),
+                                    stop_all_timeout_ms / 1000, stuck));
 }
 
 void traced_process::throw_if_cancelled() const

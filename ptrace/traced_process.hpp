@@ -120,6 +120,13 @@ public:
 
     /// The owner is done with tid's stop: restart it (deferred while held).
     void resume(tid_t tid);
+    /// While every other task is held: restarts the stopped task tid alone
+    /// until its next stop, or for at most timeout_ms, then interrupts it.
+    /// Returns the stop its run made for the owner (a breakpoint, a clone,
+    /// an exit; the owner handles it), std::nullopt when it stopped only for
+    /// the interrupt or is gone. For a thread that must finish a few
+    /// instructions before a detach (a creator between its clone and its push).
+    std::optional<stop_event> run_alone(tid_t tid, int timeout_ms);
 
     /// Stops every running task and waits until all are stopped; nests.
     /// Stops that arrive meanwhile are queued for next_event().
@@ -127,6 +134,8 @@ public:
     /// Undoes one stop_all(); at the outermost, restarts every stopped task the
     /// owner is not holding for an unhandled event.
     void release_all();
+    /// Some hold (stop_all) is in force: every thread is stopped.
+    bool is_holding() const { return hold_depth_ > 0; }
     bool is_held() const { return hold_depth_ > 0; }
 
     /// For a hold that may last (a `stop` hit or an `interrupt` the user
@@ -236,6 +245,12 @@ private:
     /// Interrupts every running task and waits until each has stopped (the
     /// body of stop_all(), without taking a hold).
     void stop_running();
+    /// Takes, by TID, the status of each task in `pending` that has one and
+    /// handles it; drops from `pending` the tasks that are stopped, ending,
+    /// in vfork() or gone. Never blocks.
+    void take_stops_of(std::vector<tid_t>& pending);
+    /// Throws tdctl::error (target): `pending` did not stop in time.
+    [[noreturn]] void throw_stuck(const std::vector<tid_t>& pending) const;
     /// Marks the running tasks that are blocked in vfork() (from
     /// /proc/PID/task/TID/syscall) as held.
     void mark_vfork_blocked();
@@ -249,7 +264,6 @@ private:
     void park_trap_stops();
     void park(task& t);
     void hold_stopped(task& t);
-    bool is_holding() const { return hold_depth_ > 0; }
 
     // ---- detach
     /// Lets every thread off the sites, then puts every site's bytes back.

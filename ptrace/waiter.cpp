@@ -108,6 +108,13 @@ std::optional<std::pair<tid_t, wait_status>> waiter::wait_any(int timeout_ms, in
     }
 }
 
+void waiter::wait_ready(int timeout_ms, int wake_fd)
+{
+    pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    if (::poll(p, wake_fd >= 0 ? 2 : 1, timeout_ms) < 0 && errno != EINTR)
+        throw error::from_errno(errno, "poll on SIGCHLD");
+}
+
 std::optional<wait_status> waiter::wait_for(tid_t tid)
 {
     return take_status(tid.value, 0).status;

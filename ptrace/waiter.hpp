@@ -38,6 +38,12 @@ public:
     /// readable; the caller tells these apart.
     std::optional<std::pair<tid_t, wait_status>> wait_any(int timeout_ms, int wake_fd = -1);
 
+    /// Sleeps until the SIGCHLD descriptor or wake_fd (when >= 0) is readable,
+    /// or timeout_ms (>= 0) passes; takes no status and drains nothing. For a
+    /// caller that takes statuses by TID and emptied the descriptor (drain_fd)
+    /// before its last look.
+    void wait_ready(int timeout_ms, int wake_fd = -1);
+
     /// waitpid(tid, __WALL), blocking: only for a task whose next status is
     /// known to be imminent (a new clone's first stop, a single-step, a child
     /// just sent SIGKILL). std::nullopt when tid is no child of ours (ECHILD).

@@ -348,3 +348,62 @@ TEST_SUITE("detach")
         CHECK(steer.require_exit(10s).is_success());
     }
 }
+
+namespace {
+
+/// How many times each task was sent PTRACE_INTERRUPT, from tdctl's --debug
+/// lines ("PTRACE_INTERRUPT(TID, ...").
+std::map<pid_t, int> interrupts_per_task(const std::string& debug_text)
+{
+    std::map<pid_t, int> count;
+    const std::string key = "PTRACE_INTERRUPT(";
+    for (auto at = debug_text.find(key); at != std::string::npos; at = debug_text.find(key, at + 1))
+        ++count[static_cast<pid_t>(std::stol(debug_text.substr(at + key.size(), 12)))];
+    return count;
+}
+
+}  // namespace
+
+TEST_CASE("attach, commands that look at the stopped target, detach: one stop of every thread; a sleep lets it run")
+{
+    require_attach();
+    temp_file record("steer-record");
+    auto steer = child_process::spawn({fixture_path("steer"), "--record", record.path()});
+    const pid_t pid = steer.pid();
+    REQUIRE(steer.ask("spawn", 10s).starts_with("thread 0 "));
+    REQUIRE(steer.ask("spawn", 10s).starts_with("thread 1 "));
+    const auto tids = live_tids(pid);
+    REQUIRE(tids.size() == 3);
+
+    SUBCASE("threads, bt, detach: each thread is interrupted once")
+    {
+        auto run = run_tdctl({"--debug", "-p", std::to_string(pid), "-e", "threads", "-e", "bt", "-e", "detach"}, 30s);
+        INFO(run.describe());
+        REQUIRE(run.result.status.exit_code() == 0);
+        auto count = interrupts_per_task(run.result.err);
+        for (pid_t tid : tids) {
+            CAPTURE(tid);
+            CHECK(count[tid] == 1);
+        }
+    }
+    SUBCASE("threads, sleep, threads: the target answers during the sleep; stopped again after it")
+    {
+        auto tdctl = child_process::spawn({tdctl_path(), "--json", "--debug", "-p", std::to_string(pid), "-e", "threads",
+                                           "-e", "sleep 2", "-e", "threads"});
+        REQUIRE(json::parse(tdctl.require_line(20s), nullptr, false).value("type", "") == "attached");
+        std::this_thread::sleep_for(300ms);
+        CHECK(steer.ask("ping", 1500ms) == "pong");
+        auto status = tdctl.require_exit(20s);
+        INFO("stderr:\n" << tdctl.stderr_text());
+        CHECK(status.exit_code() == 0);
+        auto count = interrupts_per_task(tdctl.stderr_text());
+        for (pid_t tid : tids) {
+            CAPTURE(tid);
+            CHECK(count[tid] == 2);  // the attach (and the first threads), the second threads (and the detach)
+        }
+    }
+    CHECK(tracer_pid(pid) == 0);
+    CHECK(steer.ask("ping") == "pong");
+    CHECK(steer.ask("quit") == "bye");
+    CHECK(steer.require_exit(10s).is_success());
+}
