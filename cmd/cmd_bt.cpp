@@ -25,6 +25,7 @@ command_status runner::cmd_bt(const words& w, const std::string& where)
     if (lwps.empty())
         lwps = session_.lwps();
     command_status status = command_status::ok;
+    output::bulk batch(out_);
     for (tid_t t : lwps) {
         if (session_.process().find(t) == nullptr) {
             out_.error("ESRCH", fmt::format("{}: bt {}: no thread {} in process {}", where, t.value, t.value,
@@ -33,7 +34,7 @@ command_status runner::cmd_bt(const words& w, const std::string& where)
             continue;
         }
         std::string name = session_.thread_name(t);
-        auto frames = core::unwind_lwp(session_.pid(), t);
+        auto frames = session_.stack_of(t);
         if (!frames) {
             out_.error("unwind", fmt::format("{}: bt {}: {}", where, t.value, frames.error()));
             status = command_status::failed;

@@ -36,6 +36,18 @@ std::vector<td_event_e> missing_from(const td_thr_events_t& mask, const std::vec
     return missing;
 }
 
+// `watch --bt`: the session's events carry stacks for the length of a scope.
+class event_stacks_scope {
+public:
+    event_stacks_scope(core::session& s, int depth) : s_(s) { s_.set_event_stacks(depth); }
+    ~event_stacks_scope() { s_.set_event_stacks(0); }
+    event_stacks_scope(const event_stacks_scope&) = delete;
+    event_stacks_scope& operator=(const event_stacks_scope&) = delete;
+
+private:
+    core::session& s_;
+};
+
 const char* end_reason(run_end end)
 {
     switch (end) {
@@ -118,9 +130,9 @@ std::optional<std::vector<td_event_e>> runner::watch_events(const std::string& t
 
 command_status runner::cmd_watch(const words& w, const std::string& where)
 {
-    static constexpr run_option_grammar grammar{option_for | option_count, run_option_grammar::operand_kind::plain,
-                                                " (e.g. 5, 2.5s, 500ms)",
-                                                "usage: watch [EVENTS] [--count N] [--for SECONDS]"};
+    static constexpr run_option_grammar grammar{option_for | option_count | option_bt,
+                                                run_option_grammar::operand_kind::plain, " (e.g. 5, 2.5s, 500ms)",
+                                                "usage: watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]]"};
     auto options = parse_options(w, 1, grammar, where);
     if (!options || !require_agent(where))
         return command_status::failed;
@@ -130,6 +142,7 @@ command_status runner::cmd_watch(const words& w, const std::string& where)
     if (auto r = session_.arm(*list); !r)
         return td_error(r.error(), fmt::format("{}: watch", where));
     core::usage_window_scope usage(session_, core::counter_depth::times);
+    event_stacks_scope stacks(session_, static_cast<int>(options->bt.value_or(0)));
     let_run();
 
     const auto count = options->count;

@@ -127,6 +127,24 @@ bool takes_option(const std::string& word, const run_option_grammar& grammar)
     return false;
 }
 
+// `--bt` or `--bt=DEPTH`, when the grammar takes it: true when `word` is
+// one (`into.bt` set, or `bad` holding the message).
+bool read_bt_option(const std::string& word, const run_option_grammar& grammar, run_options& into,
+                    std::optional<std::string>& bad)
+{
+    if ((grammar.options & option_bt) == 0 || (word != "--bt" && !word.starts_with("--bt=")))
+        return false;
+    if (word == "--bt") {
+        into.bt = default_bt_depth;
+        return true;
+    }
+    std::string value = word.substr(5);
+    into.bt = parse_count(value);
+    if (!into.bt || *into.bt == 0)
+        bad = "bad bt depth '" + value + "'";
+    return true;
+}
+
 bool fits_operand(const std::string& word, const run_options& so_far, const run_option_grammar& grammar)
 {
     using kind = run_option_grammar::operand_kind;
@@ -142,7 +160,11 @@ std::expected<run_options, std::string> parse_run_options(const std::vector<std:
 {
     run_options got;
     for (std::size_t i = first; i < words.size(); ++i) {
-        if (takes_option(words[i], grammar) && i + 1 < words.size()) {
+        std::optional<std::string> bad_bt;
+        if (read_bt_option(words[i], grammar, got, bad_bt)) {
+            if (bad_bt)
+                return std::unexpected(*bad_bt);
+        } else if (takes_option(words[i], grammar) && i + 1 < words.size()) {
             if (auto bad = read_option(words[i], words[i + 1], grammar, got))
                 return std::unexpected(*bad);
             ++i;

@@ -33,7 +33,11 @@ enum run_option : unsigned {
     option_count = 4,      ///< --count N (N >= 1)
     option_sort = 8,       ///< --sort COLUMN (any word; the command checks it)
     option_limit = 16,     ///< --limit N (N >= 1)
+    option_bt = 32,        ///< --bt or --bt=DEPTH (DEPTH >= 1; one word)
 };
+
+/// Frames per event of a bare `--bt` (as many as `bt` shows).
+inline constexpr long long default_bt_depth = 64;
 
 /// Which options a command takes, and how it names them in its messages.
 struct run_option_grammar {
@@ -55,12 +59,13 @@ struct run_options {
     std::optional<long long> count;     ///< --count, >= 1
     std::optional<std::string> sort;    ///< --sort
     std::optional<long long> limit;     ///< --limit, >= 1
+    std::optional<long long> bt;        ///< --bt[=DEPTH]: frames per event, >= 1
     std::string operand;                ///< empty when none was given
 };
 
 /// Reads words[first...] by `grammar`. An option followed by no value is a
 /// word out of place. Errors: the message for the user ("bad count 'x'",
-/// "bad interval '0'", "bad limit '0'", or grammar.usage).
+/// "bad interval '0'", "bad limit '0'", "bad bt depth '0'", or grammar.usage).
 std::expected<run_options, std::string> parse_run_options(const std::vector<std::string>& words, std::size_t first,
                                                           const run_option_grammar& grammar);
 

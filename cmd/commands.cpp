@@ -34,12 +34,14 @@ std::span<const command_entry> command_table()
          "  (and removes these breakpoints). Threads must have the events in a mask and\n"
          "  reporting enabled (`event set`, `event enable on all`)."},
         {"watch", {}, &runner::cmd_watch,
-         "watch [EVENTS] [--count N] [--for SECONDS]\n"
+         "watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]]\n"
          "  Arm the events (default: every event the thread library reports), enable\n"
          "  reporting on every thread and each new one, and print each message as it is\n"
          "  drained. Ends after N messages, after the duration, on Ctrl-C, or when the\n"
          "  target exits; then everything it armed is put back, and each thread's time\n"
-         "  over the watch is split: on CPU, waiting for a CPU (run queue), off CPU."},
+         "  over the watch is split: on CPU, waiting for a CPU (run queue), off CPU.\n"
+         "  --bt: each event also carries the reporting thread's call stack (the creator's\n"
+         "  for TD_CREATE, the dying thread's for TD_DEATH), at most DEPTH frames (64)."},
         {"stats", {}, &runner::cmd_stats,
          "stats enable|disable|reset|show\n"
          "stats watch [--interval SECONDS] [--count N]\n"
@@ -113,7 +115,7 @@ std::string help_text(const std::string& command)
                "  event addr|set|clear|enable|getmsg ...\n"
                "                                   the td_* event calls by hand (help event)\n"
                "  stop EVENTS [--for S]            run until a thread reports one of EVENTS, then hold\n"
-               "  watch [EVENTS] [--count N] [--for S]\n"
+               "  watch [EVENTS] [--count N] [--for S] [--bt[=DEPTH]]\n"
                "                                   print every event as it happens\n"
                "  stats enable|disable|reset|show|watch\n"
                "                                   thread statistics (help stats)\n"

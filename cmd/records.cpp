@@ -373,14 +373,8 @@ json_record backtrace_record::json() const
     rec["tid"] = tid;
     rec["name"] = name;
     json_record list = json_record::array();
-    for (const auto& f : frames) {
-        json_record jf;
-        jf["pc"] = events::hex_addr(f.pc.value);
-        jf["function"] = f.function.empty() ? json_record(nullptr) : json_record(f.function);
-        jf["offset"] = events::hex_addr(f.offset);
-        jf["module"] = f.module;
-        list.push_back(jf);
-    }
+    for (const auto& f : frames)
+        list.push_back(events::frame_to_json(f));
     rec["frames"] = list;
     return rec;
 }
@@ -390,10 +384,7 @@ std::string backtrace_record::text() const
     std::string text = fmt::format("Thread {} ({}):", tid, events::printable_name(name));
     int n = 0;
     for (const auto& f : frames)
-        text += fmt::format("\n  #{:<3} {} in {}{} ({})", n++, events::hex_addr(f.pc.value),
-                            f.function.empty() ? std::string("??") : f.function,
-                            f.function.empty() ? std::string() : fmt::format("+{:#x}", f.offset),
-                            f.module.empty() ? std::string("?") : f.module);
+        text += "\n" + events::format_frame_text(n++, f);
     return text;
 }
 

@@ -181,34 +181,45 @@ td_status event_protocol::clear_buffer(target_addr handle)
     return {};
 }
 
-td_result<event_buffer> event_protocol::consume(target_addr handle)
+td_result<event_buffer> event_protocol::consume_field_by_field(target_addr handle, bool with_start_routine)
+{
+    auto b = read_buffer(handle);
+    if (!b)
+        return b;
+    if (!b->is_empty())
+        if (auto r = clear_buffer(handle); !r)
+            return td_fail(r.error());
+    if (auto r = unlink(handle); !r)
+        return td_fail(r.error());
+    if (with_start_routine)
+        b->start_routine = read_start_routine(handle).value_or(target_addr{});
+    return b;
+}
+
+td_result<event_buffer> event_protocol::consume(target_addr handle, bool with_start_routine)
 {
     const db_field& num = layout_.eventnum;
     const db_field& data = layout_.eventdata;
     const std::uint32_t next_bytes = layout_.nextevent.element_bytes();
     std::uint32_t lo = std::min(num.offset, data.offset);
     std::uint32_t hi = std::max(num.offset + num.element_bytes(), data.offset + data.element_bytes());
-    if (hi - lo > 32 || num.element_bytes() > 8 || data.element_bytes() > 8 || next_bytes == 0 || next_bytes > 8) {
-        auto b = read_buffer(handle);
-        if (!b)
-            return b;
-        if (!b->is_empty())
-            if (auto r = clear_buffer(handle); !r)
-                return td_fail(r.error());
-        if (auto r = unlink(handle); !r)
-            return td_fail(r.error());
-        return b;
-    }
+    if (hi - lo > 32 || num.element_bytes() > 8 || data.element_bytes() > 8 || next_bytes == 0 || next_bytes > 8)
+        return consume_field_by_field(handle, with_start_routine);
     // The span from eventnum to eventdata (with whatever padding lies
     // between, written back unchanged), the link, and the list head.
     std::array<std::byte, 32> span{};
-    std::uint64_t next = 0, head = 0;
-    std::array<std::pair<target_addr, std::span<std::byte>>, 3> ranges{{
+    std::uint64_t next = 0, head = 0, start = 0;
+    const db_field& routine = layout_.start_routine;
+    const std::uint32_t start_bytes =
+        with_start_routine && routine.is_valid() && routine.element_bytes() <= 8 ? routine.element_bytes() : 0;
+    std::array<std::pair<target_addr, std::span<std::byte>>, 4> ranges{{
         {handle + lo, std::span(span.data(), hi - lo)},
         {handle + layout_.nextevent.offset, std::as_writable_bytes(std::span(&next, 1)).first(next_bytes)},
         {layout_.last_event, std::as_writable_bytes(std::span(&head, 1)).first(next_bytes)},
+        {handle + routine.offset, std::as_writable_bytes(std::span(&start, 1)).first(start_bytes)},
     }};
-    if (target_.memory().read_many(ranges) != (hi - lo) + 2 * next_bytes)
+    const std::size_t nranges = start_bytes != 0 ? 4 : 3;
+    if (target_.memory().read_many(std::span(ranges.data(), nranges)) != (hi - lo) + 2 * next_bytes + start_bytes)
         return td_fail(TD_DBERR);
     event_buffer b;
     std::uint64_t v = 0;
@@ -216,6 +227,7 @@ td_result<event_buffer> event_protocol::consume(target_addr handle)
     b.eventnum = static_cast<td_event_e>(static_cast<std::uint32_t>(v));
     std::memcpy(&b.eventdata, span.data() + (data.offset - lo), data.element_bytes());
     b.nextevent = target_addr{next};
+    b.start_routine = target_addr{start};
 
     if (!b.is_empty() || b.eventdata != 0) {
         std::memset(span.data() + (num.offset - lo), 0, num.element_bytes());

@@ -71,6 +71,9 @@ struct event_buffer {
     td_event_e eventnum = TD_EVENT_NONE;
     std::uint64_t eventdata = 0;
     target_addr nextevent;
+    /// The record's start routine, when consume() was asked for it (null
+    /// otherwise, or when the library publishes none).
+    target_addr start_routine;
     bool is_empty() const { return eventnum == TD_EVENT_NONE; }
 };
 
@@ -110,8 +113,9 @@ public:
 
     /// The drain's fast path, the same as read_buffer + clear_buffer + unlink
     /// with one read of the target (buffer, link and list head together) and
-    /// usually two writes. Returns the buffer as it was.
-    td_result<event_buffer> consume(target_addr handle);
+    /// usually two writes. Returns the buffer as it was. With
+    /// `with_start_routine`, the record's start routine comes in the same read.
+    td_result<event_buffer> consume(target_addr handle, bool with_start_routine = false);
 
     /// Removes handle from the buffered-message list wherever it is, and
     /// clears its link. Not finding it is not an error (the link is cleared
@@ -135,6 +139,8 @@ public:
     td_result<int> read_nthreads();
 
 private:
+    /// consume() for a layout whose buffer fields do not fit its one read.
+    td_result<event_buffer> consume_field_by_field(target_addr handle, bool with_start_routine);
     /// Ends the list at `link` (the head variable or a record's nextevent):
     /// the record it points to can no longer be read.
     td_status cut_unmapped(target_addr link);

@@ -1,10 +1,44 @@
 #include "core/event_watch.hpp"
 
+#include <ctime>
+#include <unistd.h>
+
 #include "base/clock.hpp"
 #include "core/session.hpp"
 #include "core/thread_agent.hpp"
 
 namespace tdctl::core {
+
+namespace {
+
+std::uint64_t clock_ns(clockid_t clock)
+{
+    timespec ts{};
+    ::clock_gettime(clock, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
+
+void event_watch::born(tid_t lwp)
+{
+    born_ns_[lwp] = clock_ns(CLOCK_MONOTONIC);
+}
+
+std::optional<std::uint64_t> event_watch::lifetime_of(tid_t lwp)
+{
+    if (auto it = born_ns_.find(lwp); it != born_ns_.end())
+        return clock_ns(CLOCK_MONOTONIC) - it->second;
+    // Older than the session: the kernel's start time, in clock ticks since
+    // boot (CLOCK_BOOTTIME).
+    auto start = target_.lwp_start_ticks(lwp);
+    static const long hz = ::sysconf(_SC_CLK_TCK);
+    if (!start || hz <= 0)
+        return std::nullopt;
+    const std::uint64_t start_ns = *start * (1000000000u / static_cast<std::uint64_t>(hz));
+    const std::uint64_t now = clock_ns(CLOCK_BOOTTIME);
+    return now > start_ns ? std::optional<std::uint64_t>(now - start_ns) : std::nullopt;
+}
 
 events::event_message event_watch::message_of(td_event_e event, tid_t reporter, const message_subject& subject,
                                               std::string_view origin, std::optional<pid_t> ns_tid,
@@ -31,14 +65,21 @@ std::optional<drained_message> event_watch::at_reporting_address(td_event_e even
         return from_list(event, reporter);
     if (event == TD_DEATH && subject.lwp == reporter)
         death_reported_.insert(subject.lwp);
-    auto buf = agent_.protocol().consume(subject.handle);
+    auto buf = agent_.protocol().consume(subject.handle, event == TD_CREATE);
     drained_message d;
     d.message = message_of(event, reporter, subject, "", target_.foreign_ns_tid(subject.lwp),
                            subject.lwp.value ? target_.thread_name(subject.lwp) : std::string());
     if (buf && buf->eventnum == event)
         d.message.data = buf->eventdata;
-    if (event == TD_CREATE)
+    if (event == TD_CREATE) {
         d.newborn = subject.handle;
+        if (buf && !buf->start_routine.is_null()) {
+            d.message.start_routine = buf->start_routine;
+            d.message.start_symbol = target_.modules().describe(buf->start_routine);
+        }
+    }
+    if (event == TD_DEATH && subject.lwp.value != 0)
+        d.message.lifetime_ns = lifetime_of(subject.lwp);
     return d;
 }
 
@@ -74,8 +115,10 @@ std::optional<events::event_message> event_watch::at_exit_stop(tid_t lwp, bool d
     (void)p.consume(*handle);
     if (silent)
         return std::nullopt;
-    return message_of(TD_DEATH, lwp, message_subject{lwp, *handle}, "lwp-exit", target_.foreign_ns_tid(lwp),
-                      target_.thread_name(lwp));
+    auto msg = message_of(TD_DEATH, lwp, message_subject{lwp, *handle}, "lwp-exit", target_.foreign_ns_tid(lwp),
+                          target_.thread_name(lwp));
+    msg.lifetime_ns = lifetime_of(lwp);
+    return msg;
 }
 
 std::optional<events::event_message> event_watch::at_exec(tid_t former, target_addr thread_pointer,
@@ -84,12 +127,16 @@ std::optional<events::event_message> event_watch::at_exec(tid_t former, target_a
     target_addr handle = backend_.handle_at_exec(former, thread_pointer);
     bool due = death_armed && former.value != 0 && former.value != target_.pid() &&
                !death_reported_.contains(former) && !handle.is_null();
+    auto lifetime = due ? lifetime_of(former) : std::nullopt;
     death_reported_.clear();
+    born_ns_.clear();
     backend_.on_exec();
     if (!due)
         return std::nullopt;
     // Its old TID is gone from /proc: no name, and only a namespace TID seen before.
-    return message_of(TD_DEATH, former, message_subject{former, handle}, "exec", ns_tid, std::string());
+    auto msg = message_of(TD_DEATH, former, message_subject{former, handle}, "exec", ns_tid, std::string());
+    msg.lifetime_ns = lifetime;
+    return msg;
 }
 
 }  // namespace tdctl::core

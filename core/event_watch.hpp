@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <thread_db.h>
@@ -60,8 +61,15 @@ public:
     std::optional<events::event_message> at_exec(tid_t former, target_addr thread_pointer, bool death_armed,
                                                  std::optional<pid_t> ns_tid);
 
+    /// `lwp` was born now (its clone stop): the start of its lifetime.
+    void born(tid_t lwp);
+
     /// `lwp` is gone (its exit was reaped).
-    void forget(tid_t lwp) { death_reported_.erase(lwp); }
+    void forget(tid_t lwp)
+    {
+        death_reported_.erase(lwp);
+        born_ns_.erase(lwp);
+    }
 
 private:
     /// The one builder of a message, whatever its origin ("" = the library
@@ -71,12 +79,17 @@ private:
                                             std::string name);
     /// The library's list, head first: a message whose record is not known.
     std::optional<drained_message> from_list(td_event_e event, tid_t reporter);
+    /// ns from `lwp`'s birth to now: from its clone stop when it was born
+    /// while traced, else from /proc starttime (clock ticks since boot).
+    std::optional<std::uint64_t> lifetime_of(tid_t lwp);
 
     session& target_;
     thread_agent& agent_;
     thread_backend& backend_;
     // LWPs whose TD_DEATH came through the reporting address.
     std::unordered_set<tid_t> death_reported_;
+    // CLOCK_MONOTONIC ns of each LWP's clone stop.
+    std::unordered_map<tid_t, std::uint64_t> born_ns_;
 };
 
 }  // namespace tdctl::core

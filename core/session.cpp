@@ -7,6 +7,8 @@
 #include <link.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "base/clock.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
@@ -66,6 +68,7 @@ session::~session()
 
 void session::load_symbols()
 {
+    unwinder_.reset();   // its modules are the image's
     modules_ = symbols::module_set::load(pid());
     watch_.reset();
     settings_.reset();
@@ -218,12 +221,55 @@ std::string session::thread_name(tid_t lwp) const
     return files_.comm(lwp);
 }
 
+std::optional<std::uint64_t> session::lwp_start_ticks(tid_t lwp) const
+{
+    auto st = files_.stat(lwp);
+    return st ? std::optional<std::uint64_t>(st->starttime) : std::nullopt;
+}
+
 tid_t session::lwp_of(target_addr handle)
 {
     if (!agent_ || handle.is_null())
         return tid_t{};
     auto lwp = thread_handle(*agent_, handle).lwp();
     return lwp && *lwp ? **lwp : tid_t{};
+}
+
+// ---------------------------------------------------------------- call stacks
+
+std::expected<std::vector<stack_frame>, std::string> session::stack_of(tid_t lwp, int max_frames)
+{
+    const auto* t = process_->find(lwp);
+    if (t == nullptr || !t->stopped)
+        return std::unexpected(fmt::format("LWP {} is not stopped by tdctl", lwp.value));
+    auto regs = process_->trap_registers(lwp);
+    if (!regs)
+        regs = ptrace::registers::read(lwp);
+    if (!regs)
+        return std::unexpected(std::string("no frame could be read: the LWP is exiting"));
+    unwind_start start;
+    start.regs = regs->raw();
+    // The trap byte is a site's first: one past it, the LWP has not run the
+    // reporting function's `ret` yet.
+    if (target_addr site = regs->pc() - ptrace::breakpoint_pc_adjust; site_events_.contains(site)) {
+        start.report_site = site;
+    } else if (site_events_.contains(t->returned_from_site)) {
+        start.report_site = t->returned_from_site;
+        start.returned = true;
+    }
+    if (!unwinder_)
+        unwinder_ = std::make_unique<unwinder>(pid(), process_->memory(), &modules_);
+    return unwinder_->unwind(lwp, start, max_frames);
+}
+
+void session::attach_stack(events::event_message& msg, tid_t reporter)
+{
+    if (event_stack_depth_ <= 0)
+        return;
+    if (auto frames = stack_of(reporter, event_stack_depth_))
+        msg.frames = std::move(*frames);
+    else
+        log::debug("stack of {}: {}", reporter.value, frames.error());
 }
 
 // ---------------------------------------------------------------- journal
@@ -519,6 +565,8 @@ void session::interrupt()
         process_->stop_all();
     process_->withdraw_sites();
     held_ = true;
+    if (unwinder_)
+        unwinder_->target_ran();
 }
 
 void session::release_lingering()
@@ -642,6 +690,8 @@ std::vector<session_event> session::pump(int timeout_ms)
     // A wait for the target's own doings wants it running; a poll (0) does not.
     if (timeout_ms != 0)
         release_lingering();
+    if (unwinder_)
+        unwinder_->target_ran();
     // Hand back promptly: at most a batch of stops, and at most a few ms of
     // them, per call, so the caller's deadlines and signals are looked at
     // however slowly stops arrive.
@@ -744,8 +794,10 @@ void session::on_watched_report(td_event_e event, const ptrace::stop_event& ev, 
         if (drained && !drained->newborn.is_null() && armed_ &&
             backend_->traits().enable_on_birth == birth_enable::at_create_report)
             enable_thread_for_watch(drained->newborn);
-        if (drained && is_armed && !silent)
+        if (drained && is_armed && !silent) {
+            attach_stack(drained->message, ev.tid);
             out.push_back(session_event{session_event::kind::message, std::move(drained->message), 0});
+        }
     }
     process_->resume(ev.tid);
 }
@@ -757,6 +809,8 @@ void session::on_thread_created(const ptrace::stop_event& ev)
             a->on_birth(ev.child);
     if (backend_)
         backend_->on_clone(ev.tid, ev.child);
+    if (watch_)
+        watch_->born(ev.child);
     inherit_journal(ev.tid, ev.child);
     if (settling_)
         mid_create_.insert(ev.tid.value);
@@ -815,8 +869,10 @@ void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<sessio
     // A thread killed by exit_group (or by the exec of another thread) never
     // reaches the TD_DEATH reporting address, yet it did terminate.
     if (watch_)
-        if (auto death = watch_->at_exit_stop(ev.tid, is_death_armed(), silent))
+        if (auto death = watch_->at_exit_stop(ev.tid, is_death_armed(), silent)) {
+            attach_stack(*death, ev.tid);
             out.push_back(session_event{session_event::kind::message, std::move(*death), 0});
+        }
     // Put the record back as we found it before the thread library caches it
     // for the next thread.
     if (auto tp = handle_of(ev.tid))

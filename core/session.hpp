@@ -18,6 +18,7 @@
 
 #include "base/types.hpp"
 #include "base/unique_fd.hpp"
+#include "core/backtrace.hpp"
 #include "core/event_watch.hpp"
 #include "core/lwp_usage.hpp"
 #include "core/settings_restore.hpp"
@@ -101,6 +102,23 @@ public:
 
     /// The thread's name (comm) from /proc/PID/task/TID/comm; "" when gone.
     std::string thread_name(tid_t lwp) const;
+    /// When the LWP started, clock ticks since boot (/proc/PID/task/TID/stat
+    /// field 22); std::nullopt when gone.
+    std::optional<std::uint64_t> lwp_start_ticks(tid_t lwp) const;
+
+    // ---- call stacks (one unwinder for the session: core/backtrace.hpp)
+
+    /// The call stack of `lwp`, innermost first, at most `max_frames`. The LWP
+    /// must be stopped: held, or its stop being handled. An LWP at an event
+    /// reporting site (trapped there, or held after tdctl performed the
+    /// reporting function's `ret`) has that function as frame 0, then its
+    /// caller. Reads registers (the trap's when known) and memory only.
+    /// Error: a line for people (the LWP is gone or exiting, no modules).
+    std::expected<std::vector<stack_frame>, std::string> stack_of(tid_t lwp, int max_frames = 64);
+    /// `watch --bt`: each message drained from now on carries the reporting
+    /// thread's stack (event_message::frames), at most `depth` frames; 0: none.
+    void set_event_stacks(int depth) { event_stack_depth_ = depth; }
+    int event_stacks() const { return event_stack_depth_; }
     /// The LWP that runs a handle's thread (thread_handle::lwp), 0 when none
     /// does or it is unknown.
     tid_t lwp_of(target_addr handle);
@@ -341,6 +359,12 @@ private:
     // statistics, and the usage window while one is open (else nullptr).
     std::array<lwp_lifecycle*, 2> accounting() { return {&stats_, usage_ ? &*usage_ : nullptr}; }
     bool rusage_enabled_ = false;
+
+    // Made at the first stack_of(), dropped with the image (load_symbols).
+    std::unique_ptr<unwinder> unwinder_;
+    int event_stack_depth_ = 0;
+    /// The message's frames (event_stack_depth_ of them) from `reporter`.
+    void attach_stack(events::event_message& msg, tid_t reporter);
 
     // Records with a buffered message when we came: messages queued later
     // exist because of our changes and are consumed at detach.

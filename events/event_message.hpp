@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <thread_db.h>
 
 #include "base/types.hpp"
+#include "events/stack_frame.hpp"
 
 namespace tdctl::events {
 
@@ -28,6 +30,18 @@ struct event_message {
     /// e.g. by exit_group, before reaching the reporting address); "exec" for
     /// the TD_DEATH of a non-main thread that replaced the process image.
     std::string origin;
+    /// The reporting thread's call stack at the report (`watch --bt`),
+    /// innermost first: the creator for TD_CREATE, the dying thread for
+    /// TD_DEATH. Empty when not asked for or not readable.
+    std::vector<stack_frame> frames;
+    /// TD_CREATE: the new thread's start routine (its record's
+    /// start_routine field) and the symbol there; null / "" when unknown.
+    target_addr start_routine;
+    std::string start_symbol;
+    /// TD_DEATH: ns from the thread's birth to this report; its birth is its
+    /// clone stop, or /proc starttime (clock ticks) for a thread older than
+    /// the session. std::nullopt when unknown.
+    std::optional<std::uint64_t> lifetime_ns;
 };
 
 }  // namespace tdctl::events

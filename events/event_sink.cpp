@@ -106,6 +106,26 @@ std::string printable_name(std::string_view name) {
     return out;
 }
 
+std::string format_frame_text(int index, const stack_frame& f) {
+    std::string text = fmt::format("  #{:<3} {} in {}", index, hex_addr(f.pc.value),
+                                   f.function.empty() ? std::string("??") : printable_name(f.function));
+    if (!f.function.empty()) text += fmt::format("+{:#x}", f.offset);
+    text += fmt::format(" ({})", f.module.empty() ? std::string("?") : printable_name(f.module));
+    if (!f.file.empty()) text += fmt::format(" at {}:{}", printable_name(f.file), f.line);
+    return text;
+}
+
+json_record frame_to_json(const stack_frame& f) {
+    json_record jf;
+    jf["pc"] = hex_addr(f.pc.value);
+    jf["function"] = f.function.empty() ? json_record(nullptr) : json_record(f.function);
+    jf["offset"] = hex_addr(f.offset);
+    jf["module"] = f.module;
+    jf["file"] = f.file.empty() ? json_record(nullptr) : json_record(f.file);
+    jf["line"] = f.file.empty() ? json_record(nullptr) : json_record(f.line);
+    return jf;
+}
+
 std::string format_event_text(const event_message& msg) {
     std::string line = fmt::format("[{:>11.6f}] {:<{}} tid ", msg.time, event_name(msg.event), event_name_width);
     if (msg.tid.value != 0) {
@@ -117,7 +137,14 @@ std::string format_event_text(const event_message& msg) {
     if (!msg.name.empty()) line += fmt::format(" ({})", printable_name(msg.name));
     line += fmt::format(" handle {:#x} data {:#x}", msg.handle.value, msg.data);
     if (msg.reporter.value != 0) line += fmt::format(" reporter {}", msg.reporter.value);
+    if (!msg.start_routine.is_null()) {
+        line += fmt::format(" start {:#x}", msg.start_routine.value);
+        if (!msg.start_symbol.empty()) line += fmt::format(" ({})", printable_name(msg.start_symbol));
+    }
+    if (msg.lifetime_ns) line += fmt::format(" lifetime {:.6f} s", static_cast<double>(*msg.lifetime_ns) / 1e9);
     if (!msg.origin.empty()) line += fmt::format(" [{}]", msg.origin);
+    int n = 0;
+    for (const auto& f : msg.frames) line += "\n" + format_frame_text(n++, f);
     return line;
 }
 
@@ -133,6 +160,16 @@ json_record event_to_json(const event_message& msg) {
     record["reporter"] = msg.reporter.value;
     record["time"] = json_seconds(msg.time);
     if (!msg.origin.empty()) record["origin"] = msg.origin;
+    if (!msg.start_routine.is_null()) {
+        record["startfunc"] = hex_addr(msg.start_routine.value);
+        record["startsym"] = msg.start_symbol.empty() ? json_record(nullptr) : json_record(msg.start_symbol);
+    }
+    if (msg.lifetime_ns) record["lifetime_ns"] = *msg.lifetime_ns;
+    if (!msg.frames.empty()) {
+        json_record list = json_record::array();
+        for (const auto& f : msg.frames) list.push_back(frame_to_json(f));
+        record["frames"] = list;
+    }
     return record;
 }
 

@@ -20,11 +20,13 @@ public:
     virtual void write(const event_message& msg) = 0;
 };
 
-/// Text, one line per message, columns aligned (time right-aligned to µs,
-/// event name padded to the longest one):
+/// Text, one line per message (and one per frame of its stack), columns
+/// aligned (time right-aligned to µs, event name padded to the longest one):
 /// "[   1.234567] TD_CREATE      tid 1234 (worker 1) handle 0x7f12 data 0x7f12 reporter 1230".
 /// The name part is left out when the name is empty, "reporter N" when the
 /// reporter is 0 (a manual getmsg); tid 0 (unknown) prints as "tid ?".
+/// TD_CREATE adds " start 0xADDR (symbol)", TD_DEATH " lifetime S s", and
+/// each frame of a stack follows on a line of its own (format_frame_text).
 /// `out` is borrowed, not closed; each line is flushed.
 std::unique_ptr<event_sink> make_text_sink(std::FILE* out);
 
@@ -40,6 +42,15 @@ json_record event_to_json(const event_message& msg);
 
 /// The message as the text sink prints it, without the trailing newline.
 std::string format_event_text(const event_message& msg);
+
+/// One frame as text: "  #N   0xPC in FUNCTION+0xOFF (MODULE) at FILE:LINE";
+/// "??" without a symbol, "?" without a module, no "at" part without
+/// debug info. `index` is the frame's depth (0 innermost).
+std::string format_frame_text(int index, const stack_frame& frame);
+
+/// One frame as JSON: {"pc","function" (null if none),"offset","module",
+/// "file" and "line" (null without debug info)}.
+json_record frame_to_json(const stack_frame& frame);
 
 /// A thread name made safe for one terminal line: valid UTF-8 is kept,
 /// control characters, backslashes and invalid bytes become \xNN / "\\".

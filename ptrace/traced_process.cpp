@@ -114,6 +114,14 @@ const task_info* traced_process::find(tid_t tid) const
     return it == tasks_.end() ? nullptr : it->second.get();
 }
 
+std::optional<registers> traced_process::trap_registers(tid_t tid) const
+{
+    auto it = tasks_.find(tid);
+    if (it == tasks_.end() || it->second->trap_site.is_null())
+        return std::nullopt;
+    return it->second->trap_regs;
+}
+
 traced_process::task* traced_process::find_task(tid_t tid)
 {
     auto it = tasks_.find(tid);
@@ -452,8 +460,8 @@ void traced_process::clear_threads_from(const breakpoint_site& site)
         if (!regs || regs->pc() != site.address() + breakpoint_pc_adjust)
             continue;
         consume_owed_sigtrap(*t);
-        if (regs->emulate_return(*memory_))
-            regs->write(tid);
+        if (regs->emulate_return(*memory_) && regs->write(tid))
+            t->returned_from_site = site.address();
     }
 }
 
@@ -994,6 +1002,7 @@ void traced_process::restart(task& t)
     t.pending_signal = 0;
     t.stopped = false;
     t.in_trap_stop = false;
+    t.returned_from_site = {};
     if (err != 0 && err != ESRCH)
         throw error::from_errno(err, fmt::format("resuming task {}", t.tid.value));
 }
@@ -1027,8 +1036,8 @@ void traced_process::step_over(task& t)
 void traced_process::return_from_trap(task& t)
 {
     registers regs = t.regs_at_trap();
-    if (regs.emulate_return(*memory_))
-        regs.write(t.tid);
+    if (regs.emulate_return(*memory_) && regs.write(t.tid))
+        t.returned_from_site = t.trap_site;
 }
 
 void traced_process::step_over_single(task& t, breakpoint_site& site)

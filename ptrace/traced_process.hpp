@@ -58,6 +58,10 @@ struct task_info {
     target_addr thread_pointer;    ///< fs_base when last seen stopped; for glibc the struct pthread address
     tid_t newest_clone_child;      ///< the last thread this task created (from its clone event)
     std::uint64_t signals_received = 0;  ///< signal-delivery-stops seen while attached
+    /// The site whose `ret` tdctl performed for this task while it was
+    /// stopped (a hold, a finished step-over); null once the task runs again.
+    /// It then stands just after that reporting function's return.
+    target_addr returned_from_site;
 };
 
 struct launch_options {
@@ -100,6 +104,9 @@ public:
 
     std::vector<tid_t> tids() const;
     const task_info* find(tid_t tid) const;
+    /// The registers a task had when it trapped on a site, while its stop
+    /// there is being handled (no new PTRACE_GETREGS); std::nullopt otherwise.
+    std::optional<registers> trap_registers(tid_t tid) const;
     /// Re-reads fs_base of a stopped task (std::nullopt if running or gone).
     std::optional<target_addr> refresh_thread_pointer(tid_t tid);
 

@@ -3,7 +3,10 @@
 // doing (main and the workers block in pause()) and against /proc.
 #include <doctest/doctest.h>
 
+#include <map>
+#include <regex>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -23,7 +26,60 @@ bool has_function(const json& frames, std::string_view name)
     return false;
 }
 
+// gdb's `thread apply all bt`: per LWP, frame number -> pc (gdb leaves a
+// pc out at the start of a line, and stops at main).
+std::map<pid_t, std::map<std::size_t, std::uint64_t>> gdb_caller_pcs(const std::string& text)
+{
+    static const std::regex thread_line(R"(^Thread \d+ .*\(LWP (\d+)\))");
+    static const std::regex frame_line(R"(^#(\d+)\s+0x([0-9a-f]+) in )");
+    std::map<pid_t, std::map<std::size_t, std::uint64_t>> out;
+    std::map<std::size_t, std::uint64_t>* current = nullptr;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        std::smatch m;
+        if (std::regex_search(line, m, thread_line))
+            current = &out[std::stoi(m[1])];
+        else if (current && std::regex_search(line, m, frame_line))
+            (*current)[std::stoul(m[1])] = std::stoull(m[2], nullptr, 16);
+    }
+    return out;
+}
+
 }  // namespace
+
+TEST_CASE("bt agrees with gdb: the same pc and return addresses, frame by frame, for every thread")
+{
+    require_attach();
+    auto gdb = find_program("gdb");
+    if (!gdb)
+        skip_test("gdb is not installed");
+    temp_file record("bt-gdb");
+    auto target = start_fixture("sleeper", {"--record", record.path(), "2"}, record.path());
+    auto ours = run_tdctl({"--json", "-p", std::to_string(target.pid()), "-e", "bt"}, 30s);
+    INFO(ours.describe());
+    REQUIRE(ours.result.status.exit_code() == 0);
+    auto theirs = run_command({*gdb, "-nx", "-batch", "-ex", "thread apply all bt", "-p", std::to_string(target.pid())},
+                              60s);
+    auto gdb_pcs = gdb_caller_pcs(theirs.out);
+    if (gdb_pcs.empty())
+        skip_test("gdb could not attach: " + theirs.describe());
+    auto traces = records_of_type(ours.records, "backtrace");
+    REQUIRE(traces.size() == gdb_pcs.size());
+    for (const auto& t : traces) {
+        pid_t tid = static_cast<pid_t>(int_field(t, "tid"));
+        const json& frames = t["frames"];
+        INFO("tid ", tid, ": ", frames.dump(), "\ngdb: ", theirs.out);
+        REQUIRE(gdb_pcs.contains(tid));
+        std::size_t compared = 0;
+        for (const auto& [index, pc] : gdb_pcs[tid]) {
+            if (index >= frames.size())
+                continue;
+            CHECK_MESSAGE(hex_field(frames[index], "pc") == pc, "frame #", index);
+            ++compared;
+        }
+        CHECK(compared >= 3);
+    }
+}
 
 TEST_CASE("bt lists every LWP with its stack: pause() under main for the main thread, under start_thread for workers")
 {

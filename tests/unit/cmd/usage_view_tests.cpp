@@ -152,4 +152,24 @@ TEST_CASE("top's options: --sort takes a word, --limit a count")
     // Not an option of a grammar without it.
     const run_option_grammar watch{option_count, run_option_grammar::operand_kind::none, "", "usage: watch"};
     CHECK(parse_run_options({"watch", "--limit", "3"}, 1, watch).error() == "usage: watch");
+    CHECK(parse_run_options({"watch", "--bt"}, 1, watch).error() == "usage: watch");
+}
+
+TEST_CASE("parse_run_options: --bt and --bt=DEPTH, one word each")
+{
+    const run_option_grammar g{option_count | option_bt, run_option_grammar::operand_kind::plain, "",
+                               "usage: watch"};
+    auto plain = parse_run_options({"watch", "create", "--bt", "--count", "3"}, 1, g);
+    REQUIRE(plain.has_value());
+    CHECK(*plain->bt == default_bt_depth);
+    CHECK(plain->operand == "create");
+    CHECK(*plain->count == 3);
+    auto depth = parse_run_options({"watch", "--bt=5"}, 1, g);
+    REQUIRE(depth.has_value());
+    CHECK(*depth->bt == 5);
+    CHECK_FALSE(parse_run_options({"watch"}, 1, g)->bt.has_value());
+    CHECK(parse_run_options({"watch", "--bt=0"}, 1, g).error() == "bad bt depth '0'");
+    CHECK(parse_run_options({"watch", "--bt=x"}, 1, g).error() == "bad bt depth 'x'");
+    CHECK(parse_run_options({"watch", "--bt="}, 1, g).error() == "bad bt depth ''");
+    CHECK(parse_run_options({"watch", "--btx"}, 1, g).error() == "usage: watch");
 }

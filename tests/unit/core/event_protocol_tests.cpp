@@ -258,3 +258,32 @@ TEST_CASE("consume of an empty, unlisted record writes nothing")
     CHECK(b->is_empty());
     CHECK(f.target.mem.bytes == before);
 }
+
+TEST_CASE("consume with the start routine: read in the same pass; null when not asked or not published")
+{
+    fixture f;
+    f.layout.start_routine = {64, 1, 64};
+    event_protocol p(f.target, f.layout);
+    auto r = f.record(3);
+    f.chain({3});
+    std::uint32_t num = TD_CREATE;
+    f.target.mem.write_value(r + 24, num);
+    f.put64(r + 32, r.value);
+    f.put64(r + 64, 0x401136);
+    auto b = p.consume(r, true);
+    REQUIRE(b);
+    CHECK(b->eventnum == TD_CREATE);
+    CHECK(b->start_routine == target_addr{0x401136});
+    CHECK(f.walk().empty());
+    // Consumed already: the buffer is empty, the start routine still read.
+    auto again = p.consume(r, true);
+    REQUIRE(again);
+    CHECK(again->is_empty());
+    CHECK(again->start_routine == target_addr{0x401136});
+    CHECK(p.consume(r)->start_routine.is_null());
+
+    fixture without;   // a library that publishes no start routine
+    event_protocol q(without.target, without.layout);
+    REQUIRE(q.consume(without.record(1), true));
+    CHECK(q.consume(without.record(1), true)->start_routine.is_null());
+}

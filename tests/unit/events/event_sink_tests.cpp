@@ -307,3 +307,46 @@ TEST_CASE("times print as their microseconds, not as 17 digits")
         CHECK(std::abs(std::stod(text) - t) < 1e-9);
     }
 }
+
+TEST_CASE("an event with frames, a start routine and a lifetime: text lines and JSON fields") {
+    auto m = sample_create();
+    m.start_routine = tdctl::target_addr{0x401136};
+    m.start_symbol = "worker_main";
+    ev::stack_frame f0;
+    f0.pc = tdctl::target_addr{0x7f00};
+    f0.function = "__nptl_create_event";
+    f0.module = "libc.so.6";
+    ev::stack_frame f1;
+    f1.pc = tdctl::target_addr{0x401200};
+    f1.function = "spawn";
+    f1.offset = 0x1c;
+    f1.module = "prog";
+    f1.file = "prog.c";
+    f1.line = 42;
+    m.frames = {f0, f1};
+    CHECK(ev::format_event_text(m) ==
+          "[   1.234567] TD_CREATE      tid 1234 (worker 1) handle 0x7f12 data 0x7f12 reporter 1230"
+          " start 0x401136 (worker_main)\n"
+          "  #0   0x7f00 in __nptl_create_event+0x0 (libc.so.6)\n"
+          "  #1   0x401200 in spawn+0x1c (prog) at prog.c:42");
+    const auto j = nlohmann::ordered_json::parse(ev::json_line(ev::event_to_json(m)));
+    CHECK(j["startfunc"] == "0x401136");
+    CHECK(j["startsym"] == "worker_main");
+    REQUIRE(j["frames"].size() == 2);
+    CHECK(j["frames"][0]["file"].is_null());
+    CHECK(j["frames"][0]["line"].is_null());
+    CHECK(j["frames"][1]["function"] == "spawn");
+    CHECK(j["frames"][1]["offset"] == "0x1c");
+    CHECK(j["frames"][1]["file"] == "prog.c");
+    CHECK(j["frames"][1]["line"] == 42);
+    CHECK_FALSE(j.contains("lifetime_ns"));
+
+    auto d = sample_create();
+    d.event = TD_DEATH;
+    d.lifetime_ns = 1500000;
+    CHECK(ev::format_event_text(d).ends_with(" reporter 1230 lifetime 0.001500 s"));
+    const auto jd = nlohmann::ordered_json::parse(ev::json_line(ev::event_to_json(d)));
+    CHECK(jd["lifetime_ns"] == 1500000);
+    CHECK_FALSE(jd.contains("frames"));
+    CHECK_FALSE(jd.contains("startfunc"));
+}
