@@ -38,8 +38,16 @@ std::span<const command_entry> command_table()
          "  Arm the events (default: every event the thread library reports), enable\n"
          "  reporting on every thread and each new one, and print each message as it is\n"
          "  drained. Ends after N messages, after the duration, on Ctrl-C, or when the\n"
-         "  target exits; then everything it armed is put back, and each thread's time\n"
-         "  over the watch is split: on CPU, waiting for a CPU (run queue), off CPU."},
+         "  target exits; then everything it armed is put back, each thread's time over\n"
+         "  the watch is split: on CPU, waiting for a CPU (run queue), off CPU, and the\n"
+         "  watch's messages are summarised (as `summary` does for the session)."},
+        {"summary", {}, &runner::cmd_summary,
+         "summary [--top N]\n"
+         "  The event messages printed so far in the session: counts per event type,\n"
+         "  threads created and ended per creating call site (the top N, default 10;\n"
+         "  the call site is the return address into the caller of pthread_create),\n"
+         "  thread lifetimes (count, min, median, p95, max) per start routine, and the\n"
+         "  threads alive now."},
         {"stats", {}, &runner::cmd_stats,
          "stats enable|disable|reset|show\n"
          "stats watch [--interval SECONDS] [--count N]\n"
@@ -115,6 +123,7 @@ std::string help_text(const std::string& command)
                "  stop EVENTS [--for S]            run until a thread reports one of EVENTS, then hold\n"
                "  watch [EVENTS] [--count N] [--for S]\n"
                "                                   print every event as it happens\n"
+               "  summary [--top N]                counts of the events seen, per call site and start routine\n"
                "  stats enable|disable|reset|show|watch\n"
                "                                   thread statistics (help stats)\n"
                "  rusage start|stop|collect [TID|all]\n"

@@ -19,8 +19,26 @@ namespace tdctl::cmd {
 using core::session_event;
 
 runner::runner(core::session& session, output& out, signal_source& signals)
-    : session_(session), out_(out), signals_(signals)
+    : session_(session), out_(out), signals_(signals), summary_([this](const events::event_message& msg) {
+          // The new thread's start routine, from its record (one read, after
+          // the report: the record's start routine is set before the clone).
+          auto* agent = session_.agent();
+          if (agent == nullptr || msg.handle.is_null() || !session_.is_alive())
+              return std::uint64_t{0};
+          try {
+              auto start = agent->protocol().read_start_routine(msg.handle);
+              return start ? start->value : std::uint64_t{0};
+          } catch (const error&) {
+              return std::uint64_t{0};  // the target is gone: the event stays counted
+          }
+      })
 {
+    out_.add_observer(&summary_);
+}
+
+runner::~runner()
+{
+    out_.remove_observer(&summary_);
 }
 
 bool runner::has_target() const

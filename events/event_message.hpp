@@ -28,6 +28,11 @@ struct event_message {
     /// e.g. by exit_group, before reaching the reporting address); "exec" for
     /// the TD_DEATH of a non-main thread that replaced the process image.
     std::string origin;
+    /// TD_CREATE: where the new thread was created, the return address into
+    /// the caller of pthread_create (the creator's first frame outside the
+    /// thread library), read while the creator was stopped at the report;
+    /// null when unknown (core/call_site.hpp).
+    target_addr call_site;
 };
 
 }  // namespace tdctl::events

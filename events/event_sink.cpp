@@ -133,6 +133,7 @@ json_record event_to_json(const event_message& msg) {
     record["reporter"] = msg.reporter.value;
     record["time"] = json_seconds(msg.time);
     if (!msg.origin.empty()) record["origin"] = msg.origin;
+    if (!msg.call_site.is_null()) record["call_site"] = hex_addr(msg.call_site.value);
     return record;
 }
 
