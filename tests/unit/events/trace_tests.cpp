@@ -220,3 +220,27 @@ TEST_CASE("percentile is the nearest rank")
     CHECK(ev::percentile({7}, 0.95) == 7);
     CHECK(ev::percentile({}, 0.5) == 0);
 }
+
+TEST_CASE("a thread listed between its clone and its TD_CREATE keeps one lifetime, counted as created")
+{
+    ev::trace_recorder r(1, "p", 0.0, {{1, "p"}});
+    r.observe(0.1, {{1, "p"}, {2, "p"}});  // a watch starts while 2 is being created
+    r.on_event(message(TD_CREATE, 2, 1, 0.11, "p"));
+    r.on_event(message(TD_DEATH, 2, 2, 0.2, "p"));
+    auto model = r.finish(0.3);
+    REQUIRE(model.lifetimes.size() == 2);
+    CHECK(model.lifetimes[1].start == ev::lifetime_start::created);
+    CHECK(model.lifetimes[1].end == ev::lifetime_end::death);
+    CHECK(count_kind(model.lifetimes[1], ev::trace_mark::kind::instant) == 1);  // its TD_DEATH
+    CHECK(count_kind(model.lifetimes[0], ev::trace_mark::kind::instant) == 1);  // the TD_CREATE
+}
+
+TEST_CASE("messages of a thread after its TD_DEATH go on the process track")
+{
+    ev::trace_recorder r(1, "p", 0.0, {{1, "p"}, {2, "w"}});
+    r.on_event(message(TD_DEATH, 2, 2, 0.1, "w"));
+    r.on_event(message(TD_CONCURRENCY, 2, 2, 0.1, "w"));
+    auto model = r.finish(0.2);
+    REQUIRE(model.process_marks.size() == 1);
+    CHECK(model.process_marks[0].name == "TD_CONCURRENCY");
+}
