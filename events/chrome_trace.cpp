@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "events/json_format.hpp"
+#include "events/trace_recorder.hpp"
 
 namespace tdctl::events {
 
@@ -41,7 +42,8 @@ json_record metadata(const char* what, pid_t pid, std::int64_t tid, const std::s
     return json_record{{"ph", "M"}, {"name", what}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};
 }
 
-json_record mark_event(const trace_model& model, std::int64_t tid, const trace_mark& m)
+json_record mark_event(const trace_model& model, std::int64_t tid, const trace_mark& m,
+                       const std::vector<trace_arg>& args)
 {
     json_record e;
     e["ph"] = m.what == trace_mark::kind::begin ? "B" : m.what == trace_mark::kind::end ? "E" : "i";
@@ -54,7 +56,7 @@ json_record mark_event(const trace_model& model, std::int64_t tid, const trace_m
     e["ts"] = to_us(m.ts_ns);
     e["pid"] = model.pid;
     e["tid"] = tid;
-    e["args"] = args_of(m.args);
+    e["args"] = args_of(args);
     return e;
 }
 
@@ -64,9 +66,9 @@ void add_lifetime(const trace_model& model, const thread_lifetime& l, json_recor
     std::string name = l.reuse == 0 ? l.last_name : fmt::format("{} (tid {}, lifetime {})", l.last_name, l.tid,
                                                                  l.reuse + 1);
     events.push_back(metadata("thread_name", model.pid, tid, name));
-    for (const auto& m : l.marks)
-        if (m.what != trace_mark::kind::rename)
-            events.push_back(mark_event(model, tid, m));
+    for (std::size_t i = 0; i < l.marks.size(); ++i)
+        if (l.marks[i].what != trace_mark::kind::rename)
+            events.push_back(mark_event(model, tid, l.marks[i], trace_annotations(l, i)));
 }
 
 }  // namespace
@@ -78,7 +80,7 @@ std::string chrome_trace_json(const trace_model& model)
     for (const auto& l : model.lifetimes)
         add_lifetime(model, l, events);
     for (const auto& m : model.process_marks) {
-        auto e = mark_event(model, model.pid, m);
+        auto e = mark_event(model, model.pid, m, trace_annotations(m));
         e["s"] = "p";
         events.push_back(std::move(e));
     }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "events/protobuf_writer.hpp"
+#include "events/trace_recorder.hpp"
 
 namespace tdctl::events {
 
@@ -103,7 +104,7 @@ proto_message thread_descriptor_packet(const trace_model& model, const thread_li
     return packet_at(ts).message(packet_f::track_descriptor, track);
 }
 
-proto_message event_packet(std::uint64_t track_uuid, const trace_mark& m)
+proto_message event_packet(std::uint64_t track_uuid, const trace_mark& m, const std::vector<trace_arg>& args)
 {
     proto_message ev;
     ev.varint(event_f::type, m.what == trace_mark::kind::begin ? slice_begin
@@ -114,7 +115,7 @@ proto_message event_packet(std::uint64_t track_uuid, const trace_mark& m)
         ev.bytes(event_f::categories, "tdctl");
         ev.bytes(event_f::name, m.name);
     }
-    for (const auto& a : m.args)
+    for (const auto& a : args)
         ev.message(event_f::debug_annotations, annotation(a));
     if (m.flow_out != 0)
         ev.fixed64(event_f::flow_ids, m.flow_out);
@@ -129,11 +130,12 @@ void add_lifetime(const trace_model& model, const thread_lifetime& l, std::vecto
     if (l.marks.empty())
         return;
     out.push_back({l.marks.front().ts_ns, thread_descriptor_packet(model, l, l.marks.front().ts_ns, l.first_name)});
-    for (const auto& m : l.marks) {
+    for (std::size_t i = 0; i < l.marks.size(); ++i) {
+        const auto& m = l.marks[i];
         if (m.what == trace_mark::kind::rename)
             out.push_back({m.ts_ns, thread_descriptor_packet(model, l, m.ts_ns, m.name)});
         else
-            out.push_back({m.ts_ns, event_packet(l.uuid, m)});
+            out.push_back({m.ts_ns, event_packet(l.uuid, m, trace_annotations(l, i))});
     }
 }
 
@@ -146,7 +148,7 @@ std::string perfetto_trace_bytes(const trace_model& model)
     for (const auto& l : model.lifetimes)
         add_lifetime(model, l, packets);
     for (const auto& m : model.process_marks)
-        packets.push_back({m.ts_ns, event_packet(model.process_uuid, m)});
+        packets.push_back({m.ts_ns, event_packet(model.process_uuid, m, trace_annotations(m))});
     // One time order for the whole file; a lifetime's own order is kept
     // for equal times (descriptor before its first event, inner slices
     // ending before outer ones).

@@ -9,7 +9,11 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
 #include <sys/types.h>
+
+#include "events/event_message.hpp"
 
 namespace tdctl::events {
 
@@ -44,6 +48,10 @@ struct trace_mark {
     std::vector<trace_arg> args;
     std::uint64_t flow_out = 0;   ///< a flow starts here (TD_CREATE → the new lifetime), 0 = none
     std::uint64_t flow_in = 0;    ///< a flow ends here, 0 = none
+    /// An instant's event message, kept as it is: its fields become
+    /// annotations only when the file is written (trace_annotations), so
+    /// recording it costs one copy.
+    std::optional<event_message> message;
 };
 
 /// How a lifetime's slice began and ended.
@@ -59,7 +67,10 @@ struct thread_lifetime {
     std::string last_name;         ///< comm at the last event or listing
     lifetime_start start = lifetime_start::created;
     lifetime_end end = lifetime_end::at_trace_end;
-    std::vector<trace_mark> marks; ///< time order; the first is the lifetime's begin, the last its end
+    /// Time order; the first is the lifetime's begin, the last its end.
+    /// How it began and ended (`start`, `end`, the names) is added to those
+    /// two marks' annotations when the file is written.
+    std::vector<trace_mark> marks;
 };
 
 /// A whole trace.

@@ -53,6 +53,35 @@ std::vector<trace_arg> event_args(const event_message& msg)
     return args;
 }
 
+std::vector<trace_arg> trace_annotations(const trace_mark& m)
+{
+    std::vector<trace_arg> args = m.args;
+    if (m.message) {
+        auto fields = event_args(*m.message);
+        args.insert(args.end(), std::make_move_iterator(fields.begin()), std::make_move_iterator(fields.end()));
+    }
+    return args;
+}
+
+std::vector<trace_arg> trace_annotations(const thread_lifetime& l, std::size_t index)
+{
+    const trace_mark& m = l.marks[index];
+    std::vector<trace_arg> args;
+    if (index == 0) {
+        args.push_back(trace_arg::of_int("tid", l.tid));
+        args.push_back(trace_arg::of_string("begins", start_text(l.start)));
+        args.push_back(trace_arg::of_bool("alive_at_start", l.start == lifetime_start::at_trace_start));
+    }
+    auto own = trace_annotations(m);
+    args.insert(args.end(), std::make_move_iterator(own.begin()), std::make_move_iterator(own.end()));
+    if (index + 1 == l.marks.size() && index != 0 && m.what == trace_mark::kind::end) {
+        args.push_back(trace_arg::of_string("ends", end_text(l.end)));
+        args.push_back(trace_arg::of_string("final_name", l.last_name));
+        args.push_back(trace_arg::of_bool("alive_at_end", l.end == lifetime_end::at_trace_end));
+    }
+    return args;
+}
+
 trace_recorder::trace_recorder(pid_t pid, std::string process_name, double time, const std::vector<lwp_seen>& lwps)
 {
     model_.pid = pid;
@@ -89,10 +118,7 @@ std::size_t trace_recorder::begin_lifetime(pid_t tid, std::string name, std::uin
     l.first_name = name;
     l.last_name = std::move(name);
     l.start = how;
-    args.insert(args.begin(), trace_arg::of_string("begins", start_text(how)));
-    args.insert(args.begin(), trace_arg::of_int("tid", tid));
-    args.push_back(trace_arg::of_bool("alive_at_start", how == lifetime_start::at_trace_start));
-    add_mark(l, trace_mark{trace_mark::kind::begin, ts, "thread", std::move(args), 0, 0});
+    add_mark(l, trace_mark{trace_mark::kind::begin, ts, "thread", std::move(args), 0, 0, std::nullopt});
     model_.lifetimes.push_back(std::move(l));
     open_[tid] = open_state{model_.lifetimes.size() - 1, std::nullopt, std::nullopt};
     return model_.lifetimes.size() - 1;
@@ -103,9 +129,9 @@ void trace_recorder::close_waits(open_state& st, std::uint64_t ts)
     auto& l = model_.lifetimes[st.index];
     const std::vector<trace_arg> unfinished{trace_arg::of_bool("unfinished", true)};
     if (st.sleep)
-        add_mark(l, trace_mark{trace_mark::kind::end, ts, {}, unfinished, 0, 0});
+        add_mark(l, trace_mark{trace_mark::kind::end, ts, {}, unfinished, 0, 0, std::nullopt});
     if (st.lock)
-        add_mark(l, trace_mark{trace_mark::kind::end, ts, {}, unfinished, 0, 0});
+        add_mark(l, trace_mark{trace_mark::kind::end, ts, {}, unfinished, 0, 0, std::nullopt});
     st.sleep.reset();
     st.lock.reset();
 }
@@ -118,10 +144,7 @@ void trace_recorder::end_lifetime(pid_t tid, std::uint64_t ts, lifetime_end how,
     close_waits(it->second, ts);
     auto& l = model_.lifetimes[it->second.index];
     l.end = how;
-    args.insert(args.begin(), trace_arg::of_string("ends", end_text(how)));
-    args.push_back(trace_arg::of_string("final_name", l.last_name));
-    args.push_back(trace_arg::of_bool("alive_at_end", how == lifetime_end::at_trace_end));
-    add_mark(l, trace_mark{trace_mark::kind::end, ts, {}, std::move(args), 0, 0});
+    add_mark(l, trace_mark{trace_mark::kind::end, ts, {}, std::move(args), 0, 0, std::nullopt});
     open_.erase(it);
 }
 
@@ -131,7 +154,7 @@ void trace_recorder::rename_if_changed(pid_t tid, const std::string& name, std::
     if (l == nullptr || name.empty() || name == l->last_name)
         return;
     l->last_name = name;
-    add_mark(*l, trace_mark{trace_mark::kind::rename, ts, name, {}, 0, 0});
+    add_mark(*l, trace_mark{trace_mark::kind::rename, ts, name, {}, 0, 0, std::nullopt});
 }
 
 void trace_recorder::on_create(const event_message& msg, std::uint64_t ts)
@@ -146,7 +169,6 @@ void trace_recorder::on_create(const event_message& msg, std::uint64_t ts)
         // Listed between its clone and this report: the same thread.
         if (l->start == lifetime_start::first_seen && l->marks.size() == 1) {
             l->start = lifetime_start::created;
-            l->marks.front().args[1].s = start_text(lifetime_start::created);
             place_instant(msg, ts);
             return;
         }
@@ -162,12 +184,12 @@ void trace_recorder::on_create(const event_message& msg, std::uint64_t ts)
     // The instant goes on the creator's track, with the flow to the new
     // lifetime; without a creator track, on the new lifetime itself.
     auto& where = flow != 0 ? *lifetime_of(msg.reporter.value) : model_.lifetimes[index];
-    add_mark(where, trace_mark{trace_mark::kind::instant, ts, event_name(msg.event), event_args(msg), flow, 0});
+    add_mark(where, trace_mark{trace_mark::kind::instant, ts, event_name(msg.event), {}, flow, 0, msg});
 }
 
 void trace_recorder::place_instant(const event_message& msg, std::uint64_t ts)
 {
-    trace_mark mark{trace_mark::kind::instant, ts, event_name(msg.event), event_args(msg), 0, 0};
+    trace_mark mark{trace_mark::kind::instant, ts, event_name(msg.event), {}, 0, 0, msg};
     thread_lifetime* l = msg.reporter.value != 0 ? lifetime_of(msg.reporter.value) : nullptr;
     if (l == nullptr)
         l = lifetime_of(msg.tid.value);
@@ -190,13 +212,13 @@ void trace_recorder::on_wait_event(const event_message& msg, std::uint64_t ts)
     case TD_LOCK_TRY:
         close_waits(st, ts);  // a lock tried while another wait is open: that one was left unseen
         st.lock = open_wait{object, false};
-        add_mark(l, trace_mark{trace_mark::kind::begin, ts, "lock wait", std::move(args), 0, 0});
+        add_mark(l, trace_mark{trace_mark::kind::begin, ts, "lock wait", std::move(args), 0, 0, std::nullopt});
         break;
     case TD_SLEEP:
         if (st.sleep)
             close_waits(st, ts);
         st.sleep = open_wait{object, false};
-        add_mark(l, trace_mark{trace_mark::kind::begin, ts, "sleep", std::move(args), 0, 0});
+        add_mark(l, trace_mark{trace_mark::kind::begin, ts, "sleep", std::move(args), 0, 0, std::nullopt});
         break;
     case TD_TIMEOUT:
         if (st.sleep && st.sleep->object == object)
@@ -222,11 +244,11 @@ void trace_recorder::on_ready(open_state& st, std::uint64_t object, std::uint64_
                     m->name = "sleep (timed out)";
                     break;
                 }
-        add_mark(l, trace_mark{trace_mark::kind::end, ts, {}, {trace_arg::of_bool("timed_out", timed_out)}, 0, 0});
+        add_mark(l, trace_mark{trace_mark::kind::end, ts, {}, {trace_arg::of_bool("timed_out", timed_out)}, 0, 0, std::nullopt});
         st.sleep.reset();
     }
     if (st.lock && st.lock->object == object && !st.sleep) {
-        add_mark(l, trace_mark{trace_mark::kind::end, ts, {}, {}, 0, 0});
+        add_mark(l, trace_mark{trace_mark::kind::end, ts, {}, {}, 0, 0, std::nullopt});
         st.lock.reset();
     }
 }
@@ -272,7 +294,7 @@ void trace_recorder::observe(double time, const std::vector<lwp_seen>& lwps)
 void trace_recorder::process_instant(double time, std::string name, std::vector<trace_arg> args)
 {
     model_.process_marks.push_back(
-        trace_mark{trace_mark::kind::instant, monotonic_ns_at(time), std::move(name), std::move(args), 0, 0});
+        trace_mark{trace_mark::kind::instant, monotonic_ns_at(time), std::move(name), std::move(args), 0, 0, std::nullopt});
 }
 
 trace_model trace_recorder::finish(double time)

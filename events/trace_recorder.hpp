@@ -28,6 +28,14 @@ struct lwp_seen {
 /// of event records (stacks, start routines) are added here.
 std::vector<trace_arg> event_args(const event_message& msg);
 
+/// Every annotation of mark `index` of `l` as written: its own args, then,
+/// for the first mark, how the lifetime began (tid, begins, alive_at_start),
+/// for the last, how it ended (ends, final_name, alive_at_end), and for an
+/// event message its fields (event_args).
+std::vector<trace_arg> trace_annotations(const thread_lifetime& l, std::size_t index);
+/// The same for a mark on the process track.
+std::vector<trace_arg> trace_annotations(const trace_mark& m);
+
 class trace_recorder {
 public:
     /// The trace begins at `time` (seconds_since_start scale) with `lwps`
