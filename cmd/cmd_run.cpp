@@ -8,6 +8,8 @@
 #include "base/clock.hpp"
 #include "cmd/records.hpp"
 #include "cmd/runner.hpp"
+#include "cmd/summary_view.hpp"
+#include "cmd/trace_output.hpp"
 #include "cmd/usage_view.hpp"
 #include "events/event_names.hpp"
 #include "events/event_set.hpp"
@@ -143,6 +145,9 @@ command_status runner::cmd_watch(const words& w, const std::string& where)
         return td_error(r.error(), fmt::format("{}: watch", where));
     core::usage_window_scope usage(session_, core::counter_depth::times);
     event_stacks_scope stacks(session_, static_cast<int>(options->bt.value_or(0)));
+    if (trace_ != nullptr)
+        trace_->observe(session_);
+    const std::size_t summary_mark = summary_.mark();
     let_run();
 
     const auto count = options->count;
@@ -166,6 +171,8 @@ command_status runner::cmd_watch(const words& w, const std::string& where)
         session_.disarm();
     out_.print(watch_end_record{seen, end_reason(end), seconds_since_start()});
     print_time_split("watch", split);
+    if (seen > 0)
+        print_summary("watch", summary_.counts(summary_mark), summary_default_top);
     return command_status::ok;
 }
 

@@ -38,10 +38,18 @@ std::span<const command_entry> command_table()
          "  Arm the events (default: every event the thread library reports), enable\n"
          "  reporting on every thread and each new one, and print each message as it is\n"
          "  drained. Ends after N messages, after the duration, on Ctrl-C, or when the\n"
-         "  target exits; then everything it armed is put back, and each thread's time\n"
-         "  over the watch is split: on CPU, waiting for a CPU (run queue), off CPU.\n"
+         "  target exits; then everything it armed is put back, each thread's time over\n"
+         "  the watch is split: on CPU, waiting for a CPU (run queue), off CPU, and the\n"
+         "  watch's messages are summarised (as `summary` does for the session).\n"
          "  --bt: each event also carries the reporting thread's call stack (the creator's\n"
          "  for TD_CREATE, the dying thread's for TD_DEATH), at most DEPTH frames (64)."},
+        {"summary", {}, &runner::cmd_summary,
+         "summary [--top N]\n"
+         "  The event messages printed so far in the session: counts per event type,\n"
+         "  threads created and ended per creating call site (the top N, default 10;\n"
+         "  the call site is the return address into the caller of pthread_create),\n"
+         "  thread lifetimes (count, min, median, p95, max) per start routine, and the\n"
+         "  threads alive now."},
         {"stats", {}, &runner::cmd_stats,
          "stats enable|disable|reset|show\n"
          "stats watch [--interval SECONDS] [--count N]\n"
@@ -117,6 +125,7 @@ std::string help_text(const std::string& command)
                "  stop EVENTS [--for S]            run until a thread reports one of EVENTS, then hold\n"
                "  watch [EVENTS] [--count N] [--for S] [--bt[=DEPTH]]\n"
                "                                   print every event as it happens\n"
+               "  summary [--top N]                counts of the events seen, per call site and start routine\n"
                "  stats enable|disable|reset|show|watch\n"
                "                                   thread statistics (help stats)\n"
                "  rusage start|stop|collect [TID|all]\n"

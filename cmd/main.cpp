@@ -37,6 +37,7 @@
 #include "cmd/runner.hpp"
 #include "cmd/signal_source.hpp"
 #include "cmd/terminal.hpp"
+#include "cmd/trace_output.hpp"
 #include "core/session.hpp"
 #include "events/event_names.hpp"
 #include "ptrace/attach_diagnosis.hpp"
@@ -95,7 +96,8 @@ std::optional<std::vector<script_line>> ordered_scripts(int argc, char** argv, s
             file = std::string(a.substr(10));
         else if (a.starts_with("-x") && a.size() > 2)
             file = std::string(a.substr(2));
-        else if (a == "-p" || a == "--pid" || a == "-o" || a == "--output")
+        else if (a == "-p" || a == "--pid" || a == "-o" || a == "--output" || a == "--trace" ||
+                 a == "--trace-format")
             ++i;
         if (eval)
             lines.push_back({*eval, fmt::format("-e {}", ++eval_no)});
@@ -147,6 +149,9 @@ struct cli_options {
     std::vector<std::string> program;      ///< the program to launch and its arguments
     bool json = false, batch = false, interactive = false, debug = false, agent = false;
     std::string output_path;               ///< -o; empty for stdout
+    std::string trace_path;                ///< --trace; empty for none
+    std::string trace_format_text = "perfetto";   ///< --trace-format as given
+    cmd::trace_format trace_format = cmd::trace_format::perfetto;
     std::vector<std::string> evals, command_files;   ///< -e, -x (run in argv order: ordered_scripts)
 
     bool launched() const { return pid == 0; }
@@ -174,6 +179,11 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts)
     app.add_option("-x,--command", opts.command_files, "run the commands in FILE (repeatable)")
         ->type_name("FILE")
         ->allow_extra_args(false);
+    app.add_option("--trace", opts.trace_path,
+                   "write the session's timeline to FILE when it ends (a Perfetto trace: ui.perfetto.dev)")
+        ->type_name("FILE");
+    app.add_option("--trace-format", opts.trace_format_text, "perfetto (protobuf, the default) or json (Chrome trace)")
+        ->type_name("FORMAT");
     app.add_flag("--debug", opts.debug, "log every ptrace request and stop to stderr");
     app.add_flag("--agent", opts.agent,
                  "launch with libtdagent.so preloaded: the full event set (lock, sleep, signal, reap...)");
@@ -220,6 +230,12 @@ std::optional<int> check_command_line(cli_options& opts)
                                                        "and {})",
                                                        opts.pid, program.front())
                                          : "nothing to do: give -p PID to attach, or -- PROG [ARGS] to launch");
+    auto format = cmd::parse_trace_format(opts.trace_format_text);
+    if (!format)
+        return usage_error(fmt::format("--trace-format: expected perfetto or json, not '{}'", opts.trace_format_text));
+    opts.trace_format = *format;
+    if (opts.trace_path.empty() && opts.trace_format_text != "perfetto")
+        return usage_error("--trace-format needs --trace FILE");
     if (opts.agent && opts.pid != 0)
         return usage_error("--agent preloads libtdagent.so into a launched program; it cannot be loaded into a "
                            "running process (-p)");
@@ -309,6 +325,7 @@ struct session_run {
     cmd::runner& run;
     cmd::batch& commands;
     bool want_repl;   ///< the interactive prompt follows the -e/-x commands
+    cmd::trace_output* trace;   ///< --trace, or nullptr
 };
 
 // The -e/-x lines, then the prompt, the default watch of a launch, or stdin.
@@ -371,6 +388,21 @@ int wait_for_launched_exit(const session_run& s, bool failed)
     }
 }
 
+// Writes the --trace file, ended now; false (after a message) when that failed.
+bool finish_trace(const session_run& s)
+{
+    if (s.trace == nullptr)
+        return true;
+    s.out.remove_observer(s.trace);
+    if (auto st = s.run.target_exit_status())
+        s.trace->note_exit(*st, seconds_since_start());
+    std::string error;
+    if (s.trace->finish(seconds_since_start(), error))
+        return true;
+    s.out.error("trace", error);
+    return false;
+}
+
 // End of the session: put the target back as it was; tdctl's exit status.
 int finish_session(const session_run& s)
 {
@@ -380,11 +412,14 @@ int finish_session(const session_run& s)
     int end_signal = s.commands.end_signal();
     if (end_signal == 0 && (s.run.must_exit() || (!s.want_repl && s.run.last_signal() == SIGINT)))
         end_signal = s.run.last_signal();
+    if (s.trace != nullptr && s.run.has_target())
+        s.trace->observe(s.session);  // the names threads end with
     if (s.run.has_target()) {
         s.session.detach();
         s.out.print(cmd::detached_record{s.session.pid(), seconds_since_start()});
     }
     s.run.poll_target();  // reports an exit taken while detaching
+    const bool trace_failed = !finish_trace(s);
     const bool launched = s.opts.launched();
     if (launched && !s.run.target_exit_status() && end_signal == 0 && !s.session.process().exit_status())
         return wait_for_launched_exit(s, failed);
@@ -393,7 +428,7 @@ int finish_session(const session_run& s)
     const bool broken = output_broken(s);
     if (end_signal != 0)
         return 128 + end_signal;
-    if (broken || failed)
+    if (broken || failed || trace_failed)
         return exit_failed;
     if (auto st = s.run.target_exit_status(); launched && st)
         return status_to_exit_code(*st);
@@ -406,6 +441,17 @@ int run_session(const cli_options& opts, const std::vector<script_line>& scripts
 {
     cmd::signal_source signals;
     cmd::output out(out_file, opts.json);
+    // Created before the target is touched: a path that cannot be written
+    // fails here.
+    std::unique_ptr<cmd::trace_output> trace;
+    if (!opts.trace_path.empty()) {
+        try {
+            trace = std::make_unique<cmd::trace_output>(opts.trace_path, opts.trace_format);
+        } catch (const error& e) {
+            out.error("trace", e.what());
+            return exit_failed;
+        }
+    }
     auto session = start_session(opts, out, signals);
     if (!session)
         return session.error();
@@ -416,10 +462,15 @@ int run_session(const cli_options& opts, const std::vector<script_line>& scripts
     out.print(start_record(**session, opts.launched()));
 
     cmd::runner run(**session, out, signals);
+    if (trace) {
+        trace->begin(**session, seconds_since_start());
+        out.add_observer(trace.get());
+        run.set_trace(trace.get());
+    }
     const bool stdin_tty = ::isatty(STDIN_FILENO) != 0;
     const bool want_repl = !opts.batch && stdin_tty && (!opts.launched() || opts.interactive);
     cmd::batch commands(run, out, !want_repl);
-    const session_run s{opts, out_file, out, signals, **session, run, commands, want_repl};
+    const session_run s{opts, out_file, out, signals, **session, run, commands, want_repl, trace.get()};
     run_commands(s, scripts, stdin_tty);
     return finish_session(s);
 }

@@ -29,6 +29,8 @@ void output::event(const events::event_message& msg)
     note_write_error();
     if (after_)
         after_();
+    for (auto* o : observers_)
+        o->write(msg);
 }
 
 void output::write_text(const std::string& text)

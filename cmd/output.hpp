@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "events/event_message.hpp"
 #include "events/event_sink.hpp"
@@ -25,8 +26,15 @@ public:
     int write_errno() const { return write_errno_; }
     std::FILE* stream() const { return out_; }
 
-    /// An event message (the events/ sinks' format).
+    /// An event message (the events/ sinks' format); then every observer
+    /// gets it too, so what they count is exactly what was printed.
     void event(const events::event_message& msg);
+
+    /// `observer` gets every event message printed from now on (the trace
+    /// recorder, the summary). Borrowed: it must outlive this output or be
+    /// removed first.
+    void add_observer(events::event_sink* observer) { observers_.push_back(observer); }
+    void remove_observer(events::event_sink* observer) { std::erase(observers_, observer); }
 
     /// A record in JSON mode; `text` in text mode (a newline is added). Either
     /// may be empty to print nothing in that mode.
@@ -84,6 +92,7 @@ private:
     std::FILE* out_;
     bool json_;
     std::unique_ptr<events::event_sink> sink_;
+    std::vector<events::event_sink*> observers_;
     void (*before_)() = nullptr;
     void (*after_)() = nullptr;
     int bulk_depth_ = 0;

@@ -21,8 +21,18 @@ namespace tdctl::cmd {
 using core::session_event;
 
 runner::runner(core::session& session, output& out, signal_source& signals)
-    : session_(session), out_(out), signals_(signals)
+    : session_(session), out_(out), signals_(signals), summary_([](const events::event_message& msg) {
+          // The new thread's start routine, read with the event buffer
+          // (core::event_watch); 0 when unknown.
+          return msg.start_routine.value;
+      })
 {
+    out_.add_observer(&summary_);
+}
+
+runner::~runner()
+{
+    out_.remove_observer(&summary_);
 }
 
 bool runner::has_target() const

@@ -14,6 +14,7 @@
 #include "cmd/output.hpp"
 #include "cmd/signal_source.hpp"
 #include "core/session.hpp"
+#include "events/event_summary.hpp"
 
 namespace tdctl::cmd {
 
@@ -29,9 +30,18 @@ enum class run_end { done, timeout, signal, exited, detached };
 struct command_entry;
 struct subcommand_entry;
 
+class trace_output;
+
 class runner {
 public:
     runner(core::session& session, output& out, signal_source& signals);
+    ~runner();
+    runner(const runner&) = delete;
+    runner& operator=(const runner&) = delete;
+
+    /// `--trace`: told of the session's LWPs when a `watch` starts (threads
+    /// born or gone while nothing watched). Borrowed; nullptr for none.
+    void set_trace(trace_output* trace) { trace_ = trace; }
 
     /// Executes one line; `where` names it in error messages ("-e 2",
     /// "script.tdctl:4", "stdin:3"). Blank lines and comments are ok.
@@ -113,6 +123,11 @@ private:
     command_status cmd_lwpinfo(const words& w, const std::string& where);
     command_status cmd_bt(const words& w, const std::string& where);
     command_status cmd_top(const words& w, const std::string& where);
+    command_status cmd_summary(const words& w, const std::string& where);
+
+    /// The summary records of `counts` (`command`: "watch", "summary"), the
+    /// first `top` call sites.
+    void print_summary(const std::string& command, const events::summary_counts& counts, std::size_t top);
 
     /// `watch`'s events: EVENTS checked against what the library reports, or
     /// every event it reports when `text` is empty. nullopt after an error.
@@ -167,6 +182,9 @@ private:
     bool command_follows_ = false;
     std::optional<int> exit_status_;
     bool detached_ = false;
+    // Every printed message, counted (output's observer for this runner's life).
+    events::event_summary summary_;
+    trace_output* trace_ = nullptr;
 };
 
 /// Help text: the command list, or one command's usage.

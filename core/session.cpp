@@ -796,10 +796,19 @@ void session::on_watched_report(td_event_e event, const ptrace::stop_event& ev, 
             enable_thread_for_watch(drained->newborn);
         if (drained && is_armed && !silent) {
             attach_stack(drained->message, ev.tid);
+            if (event == TD_CREATE)
+                drained->message.call_site = call_site_of(ev);
             out.push_back(session_event{session_event::kind::message, std::move(drained->message), 0});
         }
     }
     process_->resume(ev.tid);
+}
+
+target_addr session::call_site_of(const ptrace::stop_event& ev)
+{
+    if (!call_sites_)
+        call_sites_ = std::make_unique<call_site_reader>(pid());
+    return call_sites_->read(ev.tid, ev.address, memory()).value_or(target_addr{});
 }
 
 void session::on_thread_created(const ptrace::stop_event& ev)
@@ -918,6 +927,7 @@ std::vector<td_event_e> session::forget_image()
     stop_events_.clear();
     site_events_.clear();
     files_.clear();
+    call_sites_.reset();
     // The settings restore, the backend and the corridor go with the agent.
     watch_.reset();
     settings_.reset();

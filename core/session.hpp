@@ -19,6 +19,7 @@
 #include "base/types.hpp"
 #include "base/unique_fd.hpp"
 #include "core/backtrace.hpp"
+#include "core/call_site.hpp"
 #include "core/event_watch.hpp"
 #include "core/lwp_usage.hpp"
 #include "core/settings_restore.hpp"
@@ -251,6 +252,9 @@ private:
                            bool silent);
     /// A stop at a `stop` breakpoint: the whole target is held.
     void hold_at_stop(td_event_e event, const ptrace::stop_event& ev, std::vector<session_event>& out);
+    /// Where the creator stopped at a TD_CREATE report was called from
+    /// (core/call_site.hpp); null when unknown. The creator is still stopped.
+    target_addr call_site_of(const ptrace::stop_event& ev);
     void on_thread_created(const ptrace::stop_event& ev);
     /// A new thread of the library, born at a clone stop while watching, is enabled.
     void enable_born_at_clone(tid_t child);
@@ -359,6 +363,8 @@ private:
     // statistics, and the usage window while one is open (else nullptr).
     std::array<lwp_lifecycle*, 2> accounting() { return {&stats_, usage_ ? &*usage_ : nullptr}; }
     bool rusage_enabled_ = false;
+    // Call sites of TD_CREATE reports (made at the first one; dropped at exec).
+    std::unique_ptr<call_site_reader> call_sites_;
 
     // Made at the first stack_of(), dropped with the image (load_symbols).
     std::unique_ptr<unwinder> unwinder_;

@@ -42,6 +42,11 @@ struct event_message {
     /// clone stop, or /proc starttime (clock ticks) for a thread older than
     /// the session. std::nullopt when unknown.
     std::optional<std::uint64_t> lifetime_ns;
+    /// TD_CREATE: where the new thread was created, the return address into
+    /// the caller of pthread_create (the creator's first frame outside the
+    /// thread library), read while the creator was stopped at the report;
+    /// null when unknown (core/call_site.hpp).
+    target_addr call_site;
 };
 
 }  // namespace tdctl::events

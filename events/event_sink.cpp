@@ -170,6 +170,7 @@ json_record event_to_json(const event_message& msg) {
         for (const auto& f : msg.frames) list.push_back(frame_to_json(f));
         record["frames"] = list;
     }
+    if (!msg.call_site.is_null()) record["call_site"] = hex_addr(msg.call_site.value);
     return record;
 }
 

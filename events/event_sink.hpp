@@ -33,6 +33,7 @@ std::unique_ptr<event_sink> make_text_sink(std::FILE* out);
 /// JSON Lines: {"type":"event","event":"TD_CREATE","tid":N,"name":"…",
 /// "handle":"0x…","data":"0x…","reporter":N,"time":S}; flushed per line.
 /// Keys always present and in this order; reporter is 0 for a manual getmsg.
+/// Then, only when set: "ns_tid" (after tid), "origin", "call_site" (TD_CREATE).
 /// `out` is borrowed, not closed.
 std::unique_ptr<event_sink> make_jsonl_sink(std::FILE* out);
 
