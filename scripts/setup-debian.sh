@@ -8,4 +8,5 @@ $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends \
   build-essential cmake pkg-config \
   libelf-dev libdw-dev libfmt-dev libcli11-dev doctest-dev libedit-dev nlohmann-json3-dev \
-  libc6-dbg musl-tools strace python3 nodejs openjdk-17-jdk-headless
+  libc6-dbg musl-tools strace python3 nodejs openjdk-17-jdk-headless \
+  man-db groff-base sysstat
