@@ -23,28 +23,42 @@ bool is_command(const std::string& text)
 
 }  // namespace
 
-batch::batch(runner& run, output& out, bool stop_on_failure)
-    : run_(run), out_(out), stop_on_failure_(stop_on_failure)
+batch::batch(runner& run, output& out, bool prompt_follows) : run_(run), out_(out), prompt_follows_(prompt_follows)
 {
 }
 
 bool batch::run_one(const script_line& line)
 {
     auto st = run_.execute(line.text, line.where);
-    if (st == command_status::quit)
+    if (is_command(line.text))
+        last_outcome_ = st;
+    if (st == command_status::quit) {
+        quit_ = true;
         return false;
-    if (st == command_status::failed && stop_on_failure_) {
+    }
+    if (st == command_status::failed) {
         failed_ = true;
         return false;
     }
-    if (run_.must_exit() || (run_.last_signal() == SIGINT && stop_on_failure_)) {
+    if (run_.must_exit() || (run_.last_signal() == SIGINT && !prompt_follows_)) {
         end_signal_ = run_.last_signal();
         return false;
     }
     return true;
 }
 
-void batch::note_not_run(const std::vector<script_line>& rest)
+std::string batch::why_ended() const
+{
+    if (failed_)
+        return "the command before failed";
+    if (quit_)
+        return "quit";
+    if (end_signal_ != 0)
+        return "tdctl was interrupted";
+    return run_.target_exit_status() ? "the target has exited" : "detached from the target";
+}
+
+void batch::note_not_run(const std::vector<script_line>& rest, const std::string& why)
 {
     std::vector<const script_line*> commands;
     for (const auto& l : rest)
@@ -52,10 +66,8 @@ void batch::note_not_run(const std::vector<script_line>& rest)
             commands.push_back(&l);
     if (commands.empty())
         return;
-    out_.note(fmt::format("{}; {} command{} not run, from `{}` ({})",
-                          run_.target_exit_status() ? "the target has exited" : "detached from the target",
-                          commands.size(), commands.size() == 1 ? "" : "s", commands.front()->text,
-                          commands.front()->where));
+    out_.note(fmt::format("{}; {} command{} not run, from `{}` ({})", why, commands.size(),
+                          commands.size() == 1 ? "" : "s", commands.front()->text, commands.front()->where));
 }
 
 bool batch::run_lines(const std::vector<script_line>& lines, bool ends_session)
@@ -64,23 +76,27 @@ bool batch::run_lines(const std::vector<script_line>& lines, bool ends_session)
     for (std::size_t i = 0; i < lines.size(); ++i)
         if (is_command(lines[i].text))
             last_command = i;
+    const auto rest = [&](std::size_t from) {
+        return std::vector<script_line>(lines.begin() + static_cast<std::ptrdiff_t>(from), lines.end());
+    };
     for (std::size_t i = 0; i < lines.size(); ++i) {
         run_.set_detach_follows(ends_session && i == last_command);
         run_.set_command_follows(i < last_command);
         run_.poll_target();
         if (!run_.has_target()) {
-            // The target is gone or detached (`detach` ends the session);
-            // later commands have nothing to act on.
-            note_not_run({lines.begin() + static_cast<std::ptrdiff_t>(i), lines.end()});
+            // The target is gone or detached; later commands have nothing to act on.
+            note_not_run(rest(i), why_ended());
             return false;
         }
-        if (!run_one(lines[i]))
+        if (!run_one(lines[i])) {
+            note_not_run(rest(i + 1), why_ended());
             return false;
+        }
     }
     return true;
 }
 
-bool batch::run_stdin(core::session& session, signal_source& signals)
+bool batch::run_stdin(signal_source& signals)
 {
     std::string pending;
     int line_no = 0;
@@ -103,16 +119,16 @@ bool batch::run_stdin(core::session& session, signal_source& signals)
         if (!run_.has_target())
             return false;  // exited or detached: nothing left to act on; the input is not read further
 
-        session.release_lingering();  // no thread stays stopped while input is awaited
+        run_.session().release_lingering();  // no thread stays stopped while input is awaited
         // A terminal is read only while tdctl is in its foreground; from the
         // background it looks again now and then (`fg` sends no signal).
         const bool readable = owns_terminal(STDIN_FILENO);
         pollfd fds[3] = {{readable ? STDIN_FILENO : -1, POLLIN, 0}, {signals.fd(), POLLIN, 0},
-                         {session.wait_fd(), POLLIN, 0}};
+                         {run_.session().wait_fd(), POLLIN, 0}};
         // Stops already collected are serviced without sleeping.
         // With a target, stops are looked for again at least every repoll_ms
         // (a SIGCHLD may be late or merged).
-        const int timeout = session.has_pending() ? 0 : ptrace::waiter::repoll_ms;
+        const int timeout = run_.session().has_pending() ? 0 : ptrace::waiter::repoll_ms;
         if (::poll(fds, 3, timeout) < 0 && errno != EINTR)
             return true;
         if (int sig = signals.take(); sig != 0) {

@@ -1,6 +1,8 @@
 // Batch commands: -e/-x lines, and commands piped on stdin, run in order with
 // batch semantics (SPEC §8): the first failed command ends the batch, and so
-// do `quit`, a signal to tdctl and the target's exit.
+// do `quit`, a signal to tdctl and the target's exit; the commands left are
+// named in a note. The same with or without a terminal: only the prompt that
+// may follow differs.
 #pragma once
 
 #include <string>
@@ -22,9 +24,9 @@ struct script_line {
 /// Runs lines one at a time and keeps the batch's outcome.
 class batch {
 public:
-    /// `stop_on_failure`: a failed command ends the batch (false when an
-    /// interactive prompt follows the -e/-x lines).
-    batch(runner& run, output& out, bool stop_on_failure);
+    /// `prompt_follows`: an interactive prompt follows the -e/-x lines, so
+    /// Ctrl-C ends only the running command (as at the prompt).
+    batch(runner& run, output& out, bool prompt_follows);
 
     /// Runs the lines in order; false once the batch has ended (a failed
     /// command, `quit`, a signal, or the target's exit or `detach` — then the
@@ -37,23 +39,30 @@ public:
     /// soon as its line is complete, servicing the target while it waits for
     /// input. Stops reading once the target has exited or is detached.
     /// False once the batch has ended, true at end of input.
-    bool run_stdin(core::session& session, signal_source& signals);
+    bool run_stdin(signal_source& signals);
 
     /// A command failed (batch exit status 2).
     bool failed() const { return failed_; }
+    /// How the last command that ran ended: `nothing` (exit status 1) and
+    /// `timed_out` (3) tell a script what an `ok` (0) would hide.
+    command_status last_outcome() const { return last_outcome_; }
     /// The signal (SIGINT/SIGTERM/SIGHUP) that ended the batch, or 0.
     int end_signal() const { return end_signal_; }
 
 private:
     /// Runs one line; false when the batch ends here.
     bool run_one(const script_line& line);
-    /// Notes the commands the target's exit left unrun.
-    void note_not_run(const std::vector<script_line>& rest);
+    /// Names the commands left unrun, and `why` they were not run.
+    void note_not_run(const std::vector<script_line>& rest, const std::string& why);
+    /// Why the batch ended before the line after the one that just ran.
+    std::string why_ended() const;
 
     runner& run_;
     output& out_;
-    bool stop_on_failure_;
+    bool prompt_follows_;
     bool failed_ = false;
+    bool quit_ = false;
+    command_status last_outcome_ = command_status::ok;
     int end_signal_ = 0;
 };
 

@@ -81,19 +81,33 @@ command_status runner::cmd_event_addr(const words& w, const std::string& where)
         return command_status::failed;
     if (!require_agent(where))
         return command_status::failed;
+    // An event the library does not report is an answer (TD_NOEVENT), one
+    // line per event; a failure to read the target is an error.
+    bool any_address = false;
     command_status status = command_status::ok;
     for (td_event_e e : *list) {
-        auto addr = session_.agent()->reporting_address_of(e);
-        if (!addr) {
+        auto addr = session_->agent()->reporting_address_of(e);
+        if (!addr && addr.error() != TD_NOEVENT) {
             td_error(addr.error(), fmt::format("{}: event addr {}", where, events::event_name(e)));
             status = command_status::failed;
             continue;
         }
-        event_addr_record rec{e, addr->address.value, addr->symbol, std::nullopt};
-        if (const auto* site = session_.process().site_at(addr->address))
+        event_addr_record rec;
+        rec.event = e;
+        if (!addr) {
+            rec.result = addr.error();
+            out_.print(rec);
+            continue;
+        }
+        any_address = true;
+        rec.address = addr->address.value;
+        rec.symbol = addr->symbol;
+        if (const auto* site = session_->process().site_at(addr->address))
             rec.step_over = ptrace::step_over_name(site->kind());
         out_.print(rec);
     }
+    if (status == command_status::ok && !any_address)
+        return command_status::nothing;
     return status;
 }
 
@@ -118,22 +132,22 @@ command_status runner::cmd_event_mask(const words& w, const std::string& where, 
     if (!require_agent(where))
         return command_status::failed;
     auto mask = events::to_event_set(*list);
-    target_hold hold(session_, out_);
+    target_hold hold(*session_, out_);
     if (w.size() == 4) {
         auto th = handle_for(w[3], where);
         if (!th)
             return command_status::failed;
-        auto r = set ? session_.thr_set_event(*th, mask) : session_.thr_clear_event(*th, mask);
+        auto r = set ? session_->thr_set_event(*th, mask) : session_->thr_clear_event(*th, mask);
         if (!r)
             return td_error(r.error(), fmt::format("{}: event {} {} {}", where, verb, w[2], w[3]));
         auto info = th->get_info();
         out_.print(mask_record{w[3], info ? events::format_event_set(info->ti_events) : "?"});
         return command_status::ok;
     }
-    auto r = set ? session_.ta_set_event(mask) : session_.ta_clear_event(mask);
+    auto r = set ? session_->ta_set_event(mask) : session_->ta_clear_event(mask);
     if (!r)
         return td_error(r.error(), fmt::format("{}: event {} {}", where, verb, w[2]));
-    auto now = session_.agent()->global_mask();
+    auto now = session_->agent()->global_mask();
     out_.print(mask_record{std::nullopt, now ? events::format_event_set(*now) : "?"});
     return command_status::ok;
 }
@@ -147,7 +161,7 @@ command_status runner::cmd_event_enable(const words& w, const std::string& where
         return usage_error(where, fmt::format("expected on or off, got '{}'", w[2]));
     if (!require_agent(where))
         return command_status::failed;
-    target_hold hold(session_, out_);
+    target_hold hold(*session_, out_);
     std::vector<core::thread_handle> targets;
     if (w.size() == 4 && w[3] != "all") {
         auto th = handle_for(w[3], where);
@@ -155,12 +169,12 @@ command_status runner::cmd_event_enable(const words& w, const std::string& where
             return command_status::failed;
         targets.push_back(*th);
     } else {
-        auto list = session_.agent()->thr_iter();
+        auto list = session_->agent()->thr_iter();
         if (!list)
             return td_error(list.error(), fmt::format("{}: event enable", where));
         targets = *list;
     }
-    const auto done = enable_each(session_, targets, *on);
+    const auto done = enable_each(*session_, targets, *on);
     for (const auto& row : done.rows)
         out_.print(row);
     if (done.failure)
@@ -187,13 +201,13 @@ command_status runner::cmd_event_getmsg(const words& w, const std::string& where
     }
     // The message list is edited in place: no thread may push meanwhile.
     auto msg = [&] {
-        target_hold hold(session_, out_);
-        return th ? th->event_getmsg() : session_.agent()->event_getmsg();
+        target_hold hold(*session_, out_);
+        return th ? th->event_getmsg() : session_->agent()->event_getmsg();
     }();
     if (!msg && msg.error() == TD_NOMSG) {
         // An expected outcome, not a failure.
         out_.print(no_message_record{th ? std::optional<int>(std::stoi(w[2])) : std::nullopt});
-        return command_status::ok;
+        return command_status::nothing;
     }
     if (!msg)
         return td_error(msg.error(), fmt::format("{}: event getmsg", where));
@@ -201,9 +215,9 @@ command_status runner::cmd_event_getmsg(const words& w, const std::string& where
     m.event = msg->event;
     m.handle = msg->handle;
     m.data = msg->data;
-    m.tid = session_.lwp_of(msg->handle);
-    m.ns_tid = session_.foreign_ns_tid(m.tid);
-    m.name = m.tid.value ? session_.thread_name(m.tid) : std::string();
+    m.tid = session_->lwp_of(msg->handle);
+    m.ns_tid = session_->foreign_ns_tid(m.tid);
+    m.name = m.tid.value ? session_->thread_name(m.tid) : std::string();
     m.time = seconds_since_start();
     out_.event(m);
     return command_status::ok;

@@ -76,12 +76,12 @@ command_status runner::cmd_stop(const words& w, const std::string& where)
     auto list = parse_events(options->operand, where);
     if (!list || !require_agent(where))
         return command_status::failed;
-    if (auto r = session_.plant_stops(*list); !r)
+    if (auto r = session_->plant_stops(*list); !r)
         return td_error(r.error(), fmt::format("{}: stop {}", where, options->operand));
 
     // A hint when nothing can report: the seed's flow needs the mask and the
     // enable flag set first.
-    if (auto g = session_.agent()->global_mask()) {
+    if (auto g = session_->agent()->global_mask()) {
         if (auto missing = missing_from(*g, *list); !missing.empty())
             out_.note(fmt::format("note: {} not in the global event mask; threads report only what their mask or "
                                   "the global mask holds (`event set {}`, `event enable on all`)",
@@ -94,11 +94,13 @@ command_status runner::cmd_stop(const words& w, const std::string& where)
         stopped = ev.what == session_event::kind::stopped_at_event;
         return stopped;
     });
-    if (!stopped && session_.is_alive()) {
-        session_.clear_stops();
-        if (end == run_end::timeout)
+    if (!stopped && session_->is_alive()) {
+        session_->clear_stops();
+        if (end == run_end::timeout) {
             out_.note(fmt::format("no {} within {} s", join_events(*list), *options->for_seconds));
-        else if (end == run_end::signal)
+            return command_status::timed_out;
+        }
+        if (end == run_end::signal)
             out_.note("interrupted");
     }
     return command_status::ok;
@@ -106,7 +108,7 @@ command_status runner::cmd_stop(const words& w, const std::string& where)
 
 std::optional<std::vector<td_event_e>> runner::watch_events(const std::string& text, const std::string& where)
 {
-    auto* agent = session_.agent();
+    auto* agent = session_->agent();
     std::vector<td_event_e> reported = agent->supported_events();
     if (text.empty())
         return reported;
@@ -141,12 +143,12 @@ command_status runner::cmd_watch(const words& w, const std::string& where)
     auto list = watch_events(options->operand, where);
     if (!list)
         return command_status::failed;
-    if (auto r = session_.arm(*list); !r)
+    if (auto r = session_->arm(*list); !r)
         return td_error(r.error(), fmt::format("{}: watch", where));
-    core::usage_window_scope usage(session_, core::counter_depth::times);
-    event_stacks_scope stacks(session_, static_cast<int>(options->bt.value_or(0)));
+    core::usage_window_scope usage(*session_, core::counter_depth::times);
+    event_stacks_scope stacks(*session_, static_cast<int>(options->bt.value_or(0)));
     if (trace_ != nullptr)
-        trace_->observe(session_);
+        trace_->observe(*session_);
     const std::size_t summary_mark = summary_.mark();
     let_run();
 
@@ -161,14 +163,14 @@ command_status runner::cmd_watch(const words& w, const std::string& where)
         ++seen;
         return count && seen >= *count;
     });
-    auto split = session_.take_usage_window();
+    auto split = session_->take_usage_window();
     // Closed before the disarm: its settling takes every late exit stop,
     // and none of them need reading any more. Detach puts back what arm
     // changed anyway (the session's originals): a watch it follows leaves
     // the disarm to it.
-    session_.close_usage_window();
-    if (session_.is_alive() && !detach_follows_ && !must_exit_)
-        session_.disarm();
+    session_->close_usage_window();
+    if (session_->is_alive() && !detach_follows_ && !must_exit_)
+        session_->disarm();
     out_.print(watch_end_record{seen, end_reason(end), seconds_since_start()});
     print_time_split("watch", split);
     if (seen > 0)
@@ -188,9 +190,9 @@ command_status runner::cmd_sleep(const words& w, const std::string& where)
     if (has_target())
         let_run();
     if (has_target()) {
-        core::usage_window_scope usage(session_, core::counter_depth::times);
+        core::usage_window_scope usage(*session_, core::counter_depth::times);
         run_for(seconds);
-        print_time_split("sleep", session_.take_usage_window());
+        print_time_split("sleep", session_->take_usage_window());
         return command_status::ok;
     }
     // Nothing to service: just wait, still interruptible.
@@ -205,7 +207,7 @@ void runner::print_time_split(const std::string& command, const core::window_usa
 {
     if (split.lwps.empty())
         return;
-    auto rows = time_split_rows(split, command, session_.pid(), seconds_since_start(), time_split_max_rows);
+    auto rows = time_split_rows(split, command, session_->pid(), seconds_since_start(), time_split_max_rows);
     output::bulk batch(out_);
     out_.heading(time_split_heading(command, rows.front().duration));
     for (const auto& row : rows)
@@ -227,12 +229,12 @@ command_status runner::cmd_continue(const words& w, const std::string& where)
 {
     if (!bare_command_ready(w, where, "continue"))
         return command_status::failed;
-    if (!session_.is_held()) {
+    if (!session_->is_held()) {
         out_.note("the target is already running");
         return command_status::ok;
     }
-    session_.resume();
-    out_.print(continued_record{session_.pid()});
+    session_->resume();
+    out_.print(continued_record{session_->pid()});
     return command_status::ok;
 }
 
@@ -240,8 +242,8 @@ command_status runner::cmd_interrupt(const words& w, const std::string& where)
 {
     if (!bare_command_ready(w, where, "interrupt"))
         return command_status::failed;
-    session_.interrupt();
-    out_.print(interrupted_record{session_.pid(), session_.lwps().size()});
+    session_->interrupt();
+    out_.print(interrupted_record{session_->pid(), session_->lwps().size()});
     return command_status::ok;
 }
 
@@ -249,9 +251,9 @@ command_status runner::cmd_detach(const words& w, const std::string& where)
 {
     if (!bare_command_ready(w, where, "detach"))
         return command_status::failed;
-    session_.detach();
+    session_->detach();
     detached_ = true;
-    out_.print(detached_record{session_.pid(), seconds_since_start()});
+    out_.print(detached_record{session_->pid(), seconds_since_start()});
     return command_status::ok;
 }
 
@@ -259,8 +261,8 @@ command_status runner::cmd_kill(const words& w, const std::string& where)
 {
     if (!bare_command_ready(w, where, "kill"))
         return command_status::failed;
-    session_.kill();
-    if (auto st = session_.process().exit_status())
+    session_->kill();
+    if (auto st = session_->process().exit_status())
         note_exit(*st);
     return command_status::ok;
 }

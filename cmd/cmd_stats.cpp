@@ -119,7 +119,7 @@ command_status runner::cmd_stats(const words& w, const std::string& where)
 command_status runner::cmd_stats_enable(const words& w, const std::string& where)
 {
     const bool on = w[1] == "enable";
-    if (auto r = session_.enable_stats(on); !r)
+    if (auto r = session_->enable_stats(on); !r)
         return td_error(r.error(), fmt::format("{}: stats {}", where, w[1]));
     out_.print(stats_state_record{.enabled = on, .reset = false});
     return command_status::ok;
@@ -127,16 +127,16 @@ command_status runner::cmd_stats_enable(const words& w, const std::string& where
 
 command_status runner::cmd_stats_reset(const words&, const std::string& where)
 {
-    if (auto r = session_.reset_stats(); !r)
+    if (auto r = session_->reset_stats(); !r)
         return td_error(r.error(), fmt::format("{}: stats reset", where));
-    auto now = session_.get_stats();
+    auto now = session_->get_stats();
     out_.print(stats_state_record{.enabled = now ? now->enabled : false, .reset = true});
     return command_status::ok;
 }
 
 command_status runner::cmd_stats_show(const words&, const std::string& where)
 {
-    auto st = session_.get_stats();
+    auto st = session_->get_stats();
     if (!st)
         return td_error(st.error(), fmt::format("{}: stats show", where));
     out_.print(stats_record{*st, std::nullopt, seconds_since_start()});
@@ -150,19 +150,19 @@ command_status runner::cmd_stats_watch(const words& w, const std::string& where)
     auto options = parse_options(w, 2, grammar, where);
     if (!options || !require_target(where))
         return command_status::failed;
-    auto first = session_.get_stats();
+    auto first = session_->get_stats();
     if (!first)
         return td_error(first.error(), fmt::format("{}: stats watch", where));
     const bool was_enabled = first->enabled;
     if (!was_enabled) {
-        session_.enable_stats(true);
-        first = session_.get_stats();
+        session_->enable_stats(true);
+        first = session_->get_stats();
     }
     let_run();
     out_.heading(stats_columns());
     auto status = stats_watch_rows(first->averages, options->interval.value_or(1.0), options->count, where);
     if (!was_enabled && has_target())
-        session_.enable_stats(false);
+        session_->enable_stats(false);
     return status;
 }
 
@@ -172,7 +172,7 @@ command_status runner::stats_watch_rows(core::stat_averages prev, double interva
     for (long long rows = 0; !count || rows < *count; ++rows) {
         if (run_for(interval) != run_end::timeout)
             break;
-        auto st = session_.get_stats();
+        auto st = session_->get_stats();
         if (!st)
             return td_error(st.error(), fmt::format("{}: stats watch", where));
         out_.print(stats_record{*st, interval_since(st->averages, prev), seconds_since_start()});
@@ -186,7 +186,7 @@ command_status runner::stats_watch_rows(core::stat_averages prev, double interva
 std::optional<std::vector<tid_t>> runner::lwp_list(const std::string& arg, const std::string& where)
 {
     if (arg.empty() || arg == "all")
-        return procfs::list_tasks(session_.pid());
+        return procfs::list_tasks(session_->pid());
     auto tid = parse_tid_word(arg, where, "a thread ID (a TID from `threads`) or all");
     if (!tid)
         return std::nullopt;
@@ -215,9 +215,9 @@ command_status runner::cmd_rusage_switch(const words& w, const std::string& wher
         return usage_error(where, fmt::format("usage: rusage {}", w[1]));
     const bool on = w[1] == "start";
     if (on)
-        session_.rusage_start();
+        session_->rusage_start();
     else
-        session_.rusage_stop();
+        session_->rusage_stop();
     out_.print(rusage_state_record{on});
     return command_status::ok;
 }
@@ -249,14 +249,16 @@ bool runner::rusage_round(const std::string& which, const std::string& where)
     auto lwps = lwp_list(which, where);
     if (!lwps)
         return false;
-    out_.heading(rusage_columns());
     output::bulk rows(out_);
-    const auto round = gather_rusage(session_, *lwps, which.empty() || which == "all");
+    const auto round = gather_rusage(*session_, *lwps, which.empty() || which == "all");
+    // No table heading above an error alone.
+    if (!round.rows.empty())
+        out_.heading(rusage_columns());
     for (const auto& row : round.rows)
         out_.print(row);
     if (const auto& f = round.failure) {
         std::string why = f->err == ENOSYS ? "resource usage collection is not started (run `rusage start`)"
-                          : f->err == ESRCH ? fmt::format("no thread {} in process {}", f->tid.value, session_.pid())
+                          : f->err == ESRCH ? fmt::format("no thread {} in process {}", f->tid.value, session_->pid())
                                             : std::strerror(f->err);
         out_.error(errno_name(f->err),
                    fmt::format("{}: rusage collect {}: {} ({})", where, f->tid.value, errno_name(f->err), why));
@@ -280,21 +282,22 @@ command_status runner::cmd_lwpinfo(const words& w, const std::string& where)
     std::vector<lwpinfo_record> rows;
     std::optional<row_failure> failure;
     for (tid_t t : *lwps) {
-        if (auto info = session_.lwp_info_row(t))
+        if (auto info = session_->lwp_info_row(t))
             rows.push_back({t.value, info->comm, core::to_seconds(info->times.utime),
                             core::to_seconds(info->times.stime)});
         else if (which != "all")
             failure = row_failure{t, info.error()};
     }
     output::bulk batch(out_);
-    out_.heading(lwpinfo_columns());
+    if (!rows.empty())
+        out_.heading(lwpinfo_columns());
     for (const auto& row : rows)
         out_.print(row);
     if (!failure)
         return command_status::ok;
     out_.error(errno_name(failure->err), fmt::format("{}: lwpinfo {}: {} (no thread {} in process {})", where,
                                                      failure->tid.value, errno_name(failure->err), failure->tid.value,
-                                                     session_.pid()));
+                                                     session_->pid()));
     return command_status::failed;
 }
 

@@ -38,18 +38,18 @@ void runner::print_summary(const std::string& command, const events::summary_cou
 {
     const std::size_t shown = std::min(top, counts.call_sites.size());
     output::bulk batch(out_);
-    const std::size_t alive = has_target() ? session_.lwps().size() : 0;
+    const std::size_t alive = has_target() ? session_->lwps().size() : 0;
     out_.print(summary_record{command, counts, alive, shown, seconds_since_start()});
     if (shown > 0)
         out_.heading(call_site_heading(command, shown, counts.call_sites.size()));
     for (std::size_t i = 0; i < shown; ++i) {
         const auto& site = counts.call_sites[i];
-        out_.print(call_site_record{command, i + 1, site, locate(session_, site.call_site)});
+        out_.print(call_site_record{command, i + 1, site, locate(*session_, site.call_site)});
     }
     if (!counts.lifetimes.empty())
         out_.heading(lifetime_heading(command));
     for (const auto& l : counts.lifetimes)
-        out_.print(lifetime_record{command, l, locate(session_, l.start_routine)});
+        out_.print(lifetime_record{command, l, locate(*session_, l.start_routine)});
 }
 
 command_status runner::cmd_summary(const words& w, const std::string& where)

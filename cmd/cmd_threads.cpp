@@ -1,5 +1,9 @@
 // `threads`: the thread list, one row per record of the thread library and
 // per LWP without one.
+#include <cstdlib>
+#include <cxxabi.h>
+#include <memory>
+
 #include <fmt/format.h>
 
 #include "cmd/records.hpp"
@@ -38,6 +42,20 @@ std::string state_of(const core::thread_entry& e)
     return e.info ? state_name(e.info->ti_state) : "unknown";
 }
 
+// A start routine's symbol as `bt` shows a function: C++ names demangled
+// (`ns::worker(void*)`), an offset ("+0x10") kept as it is.
+std::string demangled_symbol(const std::string& symbol)
+{
+    const auto plus = symbol.find('+');
+    const std::string name = symbol.substr(0, plus);
+    int status = 0;
+    std::unique_ptr<char, decltype(&std::free)> plain(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status),
+                                                      &std::free);
+    if (status != 0 || !plain)
+        return symbol;
+    return std::string(plain.get()) + (plus == std::string::npos ? std::string() : symbol.substr(plus));
+}
+
 thread_row row_of(core::session& session, const core::thread_entry& e, bool ns_column)
 {
     thread_row row;
@@ -55,7 +73,7 @@ thread_row row_of(core::session& session, const core::thread_entry& e, bool ns_c
         auto start = reinterpret_cast<std::uint64_t>(e.info->ti_startfunc);
         row.info = thread_row::record_info{
             .startfunc = start,
-            .startsym = start ? session.modules().describe(target_addr{start}) : std::string(),
+            .startsym = start ? demangled_symbol(session.modules().describe(target_addr{start})) : std::string(),
             .traceme = e.info->ti_traceme != 0,
             .events = events::format_event_set(e.info->ti_events),
         };
@@ -73,19 +91,19 @@ command_status runner::cmd_threads(const words& w, const std::string& where)
         return command_status::failed;
 
     process_record process;
-    process.pid = session_.pid();
-    process.ns_pid = session_.ns_pid();
+    process.pid = session_->pid();
+    process.ns_pid = session_->ns_pid();
     std::vector<thread_row> rows;
     {
-        target_hold hold(session_, out_);
-        auto entries = core::list_threads(session_, session_.agent());
+        target_hold hold(*session_, out_);
+        auto entries = core::list_threads(*session_, session_->agent());
         if (!entries)
             return td_error(entries.error(), fmt::format("{}: threads", where));
-        process.name = procfs::process_name(session_.pid());
+        process.name = procfs::process_name(session_->pid());
         process.threads = entries->size();
-        process.library = library_of(session_);
+        process.library = library_of(*session_);
         for (const auto& e : *entries)
-            rows.push_back(row_of(session_, e, process.ns_pid.has_value()));
+            rows.push_back(row_of(*session_, e, process.ns_pid.has_value()));
     }
     out_.print(process);
     out_.heading(thread_columns(process.ns_pid.has_value()));

@@ -91,6 +91,13 @@ std::span<const command_entry> command_table()
         {"detach", {}, &runner::cmd_detach,
          "detach\n  Put back every byte, mask and flag tdctl changed and let the target go."},
         {"kill", {}, &runner::cmd_kill, "kill\n  Kill the target (SIGKILL)."},
+        {"attach", {}, &runner::cmd_attach,
+         "attach PID\n  Attach to process PID once the last target is detached or gone (at the prompt\n"
+         "  after `detach`, `kill` or the target's exit)."},
+        {"run", {}, &runner::cmd_run,
+         "run PROG [ARGS...]\n  Launch PROG once the last target is detached or gone; it is held at its entry\n"
+         "  point (the thread library loaded, no code of its own run yet) until `continue`,\n"
+         "  `watch` or `sleep` runs it."},
         {"quit", {"q", "exit"}, &runner::cmd_quit,
          "quit\n  Leave tdctl. An attached target is detached; a launched one is detached and\n"
          "  waited for."},
@@ -137,6 +144,7 @@ std::string help_text(const std::string& command)
                "  sleep SECONDS                    let the target run\n"
                "  continue | interrupt             resume / hold the target\n"
                "  detach | kill | quit             end the session\n"
+               "  attach PID | run PROG [ARGS]     start another session once the target is gone\n"
                "  help [COMMAND]                   more about one command";
     }
     // By name only: `help event set` is the help of `event`, `help c` has none.

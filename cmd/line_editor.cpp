@@ -59,8 +59,11 @@ bool is_blank(const std::wstring& line)
 
 }  // namespace
 
-line_editor::line_editor(std::string prompt, std::string history_path, wait_fn wait)
-    : prompt_(prompt.begin(), prompt.end()), history_path_(std::move(history_path)), wait_(std::move(wait))
+line_editor::line_editor(std::string prompt, std::string history_path, wait_fn wait, complete_fn complete)
+    : prompt_(prompt.begin(), prompt.end()),
+      history_path_(std::move(history_path)),
+      wait_(std::move(wait)),
+      complete_(std::move(complete))
 {
     el_ = el_init("tdctl", stdin, stdout, stderr);
     if (el_ == nullptr)
@@ -88,6 +91,8 @@ line_editor::line_editor(std::string prompt, std::string history_path, wait_fn w
     // After ~/.editrc, whose `bind -v` or `bind -e` resets the key maps.
     el_wset(el_, EL_BIND, L"^C", L"tdctl-cancel-line", nullptr);
     el_wset(el_, EL_BIND, L"-a", L"^C", L"tdctl-cancel-line", nullptr);
+    el_wset(el_, EL_ADDFN, L"tdctl-complete", L"Complete the word (Tab)", &line_editor::complete_word);
+    el_wset(el_, EL_BIND, L"^I", L"tdctl-complete", nullptr);
     // libedit's own command line (M-x and M-X in emacs mode, `:` in vi
     // command mode) runs editrc commands typed at the prompt, and its parser
     // dereferences a null pointer on some input: not reachable from the keys.
@@ -133,6 +138,33 @@ unsigned char line_editor::cancel_line(EditLine* el, int)
     el_winsertstr(el, L"^C");
     owner_of(el)->cancel_step_ = 1;
     return CC_REFRESH;
+}
+
+unsigned char line_editor::complete_word(EditLine* el, int)
+{
+    line_editor* self = owner_of(el);
+    if (!self->complete_)
+        return CC_ERROR;
+    const LineInfoW* line = el_wline(el);
+    const auto typed = narrow(line->buffer, static_cast<std::size_t>(line->cursor - line->buffer));
+    const completion found = self->complete_(typed);
+    if (found.candidates.empty())
+        return CC_ERROR;  // a beep
+    std::string add = found.candidates.size() == 1 ? found.candidates.front() + " "
+                                                   : common_prefix(found.candidates);
+    add.erase(0, found.partial.size());
+    if (!add.empty()) {
+        const std::wstring wide(add.begin(), add.end());
+        el_winsertstr(el, wide.c_str());
+        return CC_REFRESH;
+    }
+    // Several, and nothing they share beyond what is typed: list them.
+    std::string list;
+    for (const auto& c : found.candidates)
+        list += c + "  ";
+    std::fprintf(stdout, "\r\n%s\r\n", list.c_str());
+    std::fflush(stdout);
+    return CC_REDISPLAY;
 }
 
 int line_editor::next_char(wchar_t* out)

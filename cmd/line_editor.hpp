@@ -9,6 +9,9 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+
+#include "cmd/completion.hpp"
 
 struct editline;
 struct historyW;
@@ -29,12 +32,15 @@ public:
     /// until one of the reasons above. It returns `input` only while tdctl
     /// owns the terminal (see terminal.hpp).
     using wait_fn = std::function<wake()>;
+    /// What Tab offers for the text before the cursor (completion.hpp).
+    using complete_fn = std::function<completion(std::string_view before_cursor)>;
 
     /// Starts libedit on stdin/stdout/stderr with emacs keys, reads
     /// ~/.editrc (or $EDITRC) and loads the history from `history_path`
-    /// (no history file when empty). Create it only while tdctl owns the
-    /// terminal: libedit reads and sets the terminal's modes.
-    line_editor(std::string prompt, std::string history_path, wait_fn wait);
+    /// (no history file when empty). Tab asks `complete` (none: Tab beeps).
+    /// Create it only while tdctl owns the terminal: libedit reads and sets
+    /// the terminal's modes.
+    line_editor(std::string prompt, std::string history_path, wait_fn wait, complete_fn complete = {});
     /// Saves the history; puts the terminal's modes back unless tdctl no
     /// longer owns the terminal (then they are the shell's to keep).
     ~line_editor();
@@ -57,6 +63,9 @@ public:
 private:
     static int read_char(editline* el, wchar_t* out);
     static unsigned char cancel_line(editline* el, int key);
+    /// Tab: the one candidate (and a blank), else what they share, else the
+    /// list of them under the line.
+    static unsigned char complete_word(editline* el, int key);
     static wchar_t* prompt_of(editline* el);
     int next_char(wchar_t* out);
     /// The next character of the bytes already read into `out`; false when
@@ -72,6 +81,7 @@ private:
     std::wstring prompt_;
     std::string history_path_;
     wait_fn wait_;
+    complete_fn complete_;
     std::string pending_;     ///< bytes read from the terminal, not yet decoded
     std::mbstate_t decode_{};
     int cancel_step_ = 0;     ///< 1: "^C" shown, the next key ends the line; 2: that line is dropped

@@ -3,9 +3,11 @@
 // interactive prompt.
 //
 // Exit status: a launched target's own status (128+N when killed by signal
-// N); 0 after a clean attach session; 2 when the attach or launch fails or a
-// batch command fails (after a clean detach); 64 for a usage error; 128+N
-// when tdctl itself was ended by signal N.
+// N); after an attach session in batch mode 0, or 1 when the last command
+// found nothing there (TD_NOMSG, no event reported), 3 when it timed out (a
+// `stop --for` with no hit); 2 when the attach or launch fails or a batch
+// command fails (after a clean detach); 64 for a usage error; 128+N when
+// tdctl itself was ended by signal N.
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -40,6 +42,7 @@
 #include "cmd/trace_output.hpp"
 #include "core/session.hpp"
 #include "events/event_names.hpp"
+#include "events/json_format.hpp"
 #include "ptrace/attach_diagnosis.hpp"
 #include "ptrace/procfs.hpp"
 
@@ -49,6 +52,8 @@ using namespace tdctl;
 
 constexpr int exit_usage = 64;
 constexpr int exit_failed = 2;
+constexpr int exit_nothing = 1;
+constexpr int exit_timed_out = 3;
 
 using cmd::script_line;
 
@@ -136,9 +141,77 @@ int status_to_exit_code(int raw)
     return WEXITSTATUS(raw);
 }
 
-int usage_error(const std::string& message)
+/// What a usage error needs to know of the command line before it is
+/// parsed: whether to write a JSON record, and where (usage_destination).
+struct early_options {
+    bool json = false;
+    bool launch = false;          ///< a program is named (or `--`)
+    std::string output_path;      ///< -o
+    std::string pid_text;         ///< -p
+
+    /// Reads argv the way the option parser will, up to the program.
+    static early_options scan(int argc, char** argv);
+};
+
+early_options early_options::scan(int argc, char** argv)
 {
-    std::fprintf(stderr, "tdctl: %s\nRun tdctl --help for usage.\n", message.c_str());
+    early_options e;
+    for (int i = 1; i < argc; ++i) {
+        std::string_view a = argv[i];
+        const bool has_value = i + 1 < argc;
+        if (a == "--" || !a.starts_with("-")) {
+            e.launch = true;
+            break;
+        }
+        if (a == "--json")
+            e.json = true;
+        else if ((a == "-o" || a == "--output") && has_value)
+            e.output_path = argv[++i];
+        else if (a.starts_with("--output="))
+            e.output_path = std::string(a.substr(9));
+        else if (a.starts_with("-o") && a.size() > 2)
+            e.output_path = std::string(a.substr(2));
+        else if ((a == "-p" || a == "--pid") && has_value)
+            e.pid_text = argv[++i];
+        else if (a.starts_with("--pid="))
+            e.pid_text = std::string(a.substr(6));
+        else if ((a == "-e" || a == "--eval" || a == "-x" || a == "--command") && has_value)
+            ++i;
+    }
+    return e;
+}
+
+// The stream records go to: the -o file, else stderr for a launch with
+// --json (the program keeps stdout), else stdout. nullptr when the -o file
+// cannot be opened.
+std::FILE* record_stream(bool json, bool launch, const std::string& output_path)
+{
+    if (!output_path.empty())
+        return std::fopen(output_path.c_str(), "w");
+    return json && launch ? stderr : stdout;
+}
+
+// A usage error: one line on stderr, and with --json an error record where
+// the records would have gone; exit status 64.
+int usage_error(const early_options& early, const std::string& message)
+{
+    std::FILE* records = early.json ? record_stream(true, early.launch, early.output_path) : nullptr;
+    if (records != stderr)
+        std::fprintf(stderr, "tdctl: %s\nRun tdctl --help for usage.\n", message.c_str());
+    if (records != nullptr) {
+        events::json_record rec;
+        rec["type"] = "error";
+        rec["error"] = "usage";
+        rec["message"] = message;
+        rec["time"] = events::json_seconds(seconds_since_start());
+        char* end = nullptr;
+        long pid = std::strtol(early.pid_text.c_str(), &end, 10);
+        const bool pid_ok = !early.pid_text.empty() && *end == '\0' && pid > 0 && pid <= 0x3fffffff;
+        rec["pid"] = pid_ok ? events::json_record(pid) : events::json_record(nullptr);
+        events::write_json_line(records, rec);
+        if (records != stdout && records != stderr)
+            std::fclose(records);
+    }
     return exit_usage;
 }
 
@@ -157,9 +230,16 @@ struct cli_options {
     bool launched() const { return pid == 0; }
 };
 
+// The three most useful command lines, at the end of --help.
+constexpr const char* help_examples =
+    "Examples:\n"
+    "  tdctl -- PROG ARGS                     every thread creation and death of PROG, then its exit status\n"
+    "  tdctl -p PID -e 'top --count 3'        which thread burns CPU, waits for one, or is blocked (like pidstat -t)\n"
+    "  tdctl -p PID -e 'watch --for 10s'      threads born and ended in 10 s, then each one's on/off-CPU split";
+
 // The option table (CLI11); an exit status when tdctl ends here (--help,
 // --version, a usage error).
-std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts)
+std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts, const early_options& early)
 {
     CLI::App app{"tdctl — thread debugger controller: attach to a process (or launch one), report its thread\n"
                  "events (TD_CREATE, TD_DEATH, ...) through the thread library's reporting addresses, and\n"
@@ -191,8 +271,11 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts)
                "       tdctl [options] -- PROG [ARGS...]   launch PROG under tdctl\n"
                "With no commands, a launched program is watched until it exits; an attached one gets an\n"
                "interactive prompt on a terminal (`help` lists the commands), or reads commands from stdin.\n"
-               "Exit status: a launched program's own status; 2 when tdctl or a batch command fails;\n"
-               "64 for a usage error.");
+               "Exit status: a launched program's own status; after an attach in batch mode 0, 1 when the\n"
+               "last command found nothing (TD_NOMSG), 3 when it timed out (stop --for); 2 when tdctl or a\n"
+               "batch command fails; 64 for a usage error. With --json in launch mode the records go to\n"
+               "stderr (the program keeps stdout), unless -o FILE.\n\n" +
+               std::string(help_examples));
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -200,7 +283,7 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts)
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        return usage_error(e.what());
+        return usage_error(early, e.what());
     }
     // The option parser stops at the first word it does not know: the
     // program to launch, or (before any `--`) an unknown option.
@@ -210,41 +293,45 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts)
 
 // Checks what the option parser cannot: the PID, the program, the
 // combinations. A usage error's exit status, or nullopt.
-std::optional<int> check_command_line(cli_options& opts)
+std::optional<int> check_command_line(cli_options& opts, const early_options& early)
 {
     if (!opts.pid_text.empty()) {
         char* end = nullptr;
         errno = 0;
         long v = std::strtol(opts.pid_text.c_str(), &end, 10);
         if (errno != 0 || end == opts.pid_text.c_str() || *end != '\0' || v <= 0 || v > 0x3fffffff)
-            return usage_error(fmt::format("-p: not a process ID: {}", opts.pid_text));
+            return usage_error(early, fmt::format("-p: not a process ID: {}", opts.pid_text));
         opts.pid = static_cast<pid_t>(v);
     }
     auto& program = opts.program;
     if (!program.empty() && program.front() == "--")
         program.erase(program.begin());
     else if (!program.empty() && program.front().size() > 1 && program.front().starts_with("-"))
-        return usage_error(fmt::format("unknown option {}", program.front()));
+        return usage_error(early, fmt::format("unknown option {}", program.front()));
     if ((opts.pid != 0) == !program.empty())
-        return usage_error(opts.pid != 0 ? fmt::format("give either -p PID or a program to launch, not both (got -p {} "
-                                                       "and {})",
-                                                       opts.pid, program.front())
-                                         : "nothing to do: give -p PID to attach, or -- PROG [ARGS] to launch");
+        return usage_error(early, opts.pid != 0
+                                      ? fmt::format("give either -p PID or a program to launch, not both (got -p {} "
+                                                    "and {})",
+                                                    opts.pid, program.front())
+                                      : "nothing to do: give -p PID to attach, or -- PROG [ARGS] to launch");
     auto format = cmd::parse_trace_format(opts.trace_format_text);
     if (!format)
-        return usage_error(fmt::format("--trace-format: expected perfetto or json, not '{}'", opts.trace_format_text));
+        return usage_error(early,
+                           fmt::format("--trace-format: expected perfetto or json, not '{}'", opts.trace_format_text));
     opts.trace_format = *format;
     if (opts.trace_path.empty() && opts.trace_format_text != "perfetto")
-        return usage_error("--trace-format needs --trace FILE");
+        return usage_error(early, "--trace-format needs --trace FILE");
     if (opts.agent && opts.pid != 0)
-        return usage_error("--agent preloads libtdagent.so into a launched program; it cannot be loaded into a "
+        return usage_error(early, "--agent preloads libtdagent.so into a launched program; it cannot be loaded into a "
                            "running process (-p)");
     return std::nullopt;
 }
 
-// stdout or the -o file; nullptr (after a message) when there is none to write to.
-std::FILE* open_output(const std::string& output_path)
+// Where records go (record_stream); nullptr (after a message) when there
+// is none to write to.
+std::FILE* open_output(const cli_options& opts)
 {
+    const std::string& output_path = opts.output_path;
     // Descriptors 0-2 stay taken, so that none of tdctl's own lands there.
     const bool stdout_closed = ::fcntl(STDOUT_FILENO, F_GETFD) < 0;
     for (int fd = 0; fd <= 2; ++fd)
@@ -254,9 +341,7 @@ std::FILE* open_output(const std::string& output_path)
         std::fprintf(stderr, "tdctl: standard output is closed; give -o FILE\n");
         return nullptr;
     }
-    if (output_path.empty())
-        return stdout;
-    std::FILE* out_file = std::fopen(output_path.c_str(), "w");
+    std::FILE* out_file = record_stream(opts.json, opts.launched(), output_path);
     if (out_file == nullptr)
         std::fprintf(stderr, "tdctl: cannot write %s: %s\n", output_path.c_str(), std::strerror(errno));
     return out_file;
@@ -300,19 +385,10 @@ std::expected<std::unique_ptr<core::session>, int> start_session(const cli_optio
                 out.error("attach", fmt::format("{}; nothing was changed in the target", e.what()));
                 return std::unexpected(128 + sig);
             }
-        out.error(e.domain() == error_domain::os ? "attach" : "target", e.what());
+        const char* what_failed = opts.launched() ? "launch" : "attach";
+        out.error(e.domain() == error_domain::os ? what_failed : "target", e.what());
         return std::unexpected(exit_failed);
     }
-}
-
-cmd::session_start_record start_record(core::session& session, bool launched)
-{
-    return {.launched = launched,
-            .pid = session.pid(),
-            .name = procfs::process_name(session.pid()),
-            .threads = session.lwps().size(),
-            .library = cmd::library_of(session),
-            .time = seconds_since_start()};
 }
 
 /// One session from its first record to its exit status.
@@ -321,7 +397,6 @@ struct session_run {
     std::FILE* out_file;
     cmd::output& out;
     cmd::signal_source& signals;
-    core::session& session;
     cmd::runner& run;
     cmd::batch& commands;
     bool want_repl;   ///< the interactive prompt follows the -e/-x commands
@@ -331,25 +406,27 @@ struct session_run {
 // The -e/-x lines, then the prompt, the default watch of a launch, or stdin.
 void run_commands(const session_run& s, const std::vector<script_line>& scripts, bool stdin_tty)
 {
-    if (!scripts.empty() && !s.commands.run_lines(scripts, !s.want_repl))
+    // A failed -e/-x line ends them with or without a terminal; only the
+    // prompt follows (prompting is the one difference).
+    if (!scripts.empty() && !s.commands.run_lines(scripts, !s.want_repl) && !(s.want_repl && s.commands.failed()))
         return;
-    if (s.commands.failed() || s.run.must_exit())
+    if ((s.commands.failed() && !s.want_repl) || s.run.must_exit())
         return;
     // The prompt, a launch's watch and stdin all wait on something else than
     // the stopped target: a stop that lingers from the attach goes first.
     auto release = [&] {
         if (s.run.has_target())
-            s.session.release_lingering();
+            s.run.session().release_lingering();
     };
     if (s.want_repl && s.run.has_target()) {
         release();
-        cmd::run_repl(s.run, s.session, s.out, s.signals);
+        cmd::run_repl(s.run, s.out, s.signals);
     } else if (scripts.empty() && s.opts.launched()) {
         release();
         s.run.watch_until_exit();
     } else if (scripts.empty() && (!stdin_tty || s.opts.batch)) {
         release();
-        s.commands.run_stdin(s.session, s.signals);
+        s.commands.run_stdin(s.signals);
     }
 }
 
@@ -362,10 +439,12 @@ bool output_broken(const session_run& s)
         return false;
     if (s.out.write_errno() != 0)
         err = s.out.write_errno();
-    if (err != EPIPE)
-        std::fprintf(stderr, "tdctl: writing %s failed%s%s\n",
-                     s.opts.output_path.empty() ? "standard output" : s.opts.output_path.c_str(), err ? ": " : "",
-                     err ? std::strerror(err) : "");
+    if (err != EPIPE) {
+        const char* what = s.out_file == stderr          ? "standard error"
+                           : s.opts.output_path.empty() ? "standard output"
+                                                        : s.opts.output_path.c_str();
+        std::fprintf(stderr, "tdctl: writing %s failed%s%s\n", what, err ? ": " : "", err ? std::strerror(err) : "");
+    }
     return true;
 }
 
@@ -373,13 +452,13 @@ bool output_broken(const session_run& s)
 int wait_for_launched_exit(const session_run& s, bool failed)
 {
     for (;;) {
-        if (auto st = s.session.process().wait_launched_exit(100)) {
+        if (auto st = s.run.session().process().wait_launched_exit(100)) {
             s.run.print_exit(*st);
             if (output_broken(s) || failed)
                 return exit_failed;
             return status_to_exit_code(*st);
         }
-        if (!s.session.process().is_alive()) {
+        if (!s.run.session().process().is_alive()) {
             s.out.error("exit", "the launched program's exit status was lost");
             return exit_failed;
         }
@@ -404,24 +483,40 @@ bool finish_trace(const session_run& s)
 }
 
 // End of the session: put the target back as it was; tdctl's exit status.
+// 1 or 3 when the last batch command found nothing or timed out, else 0.
+int outcome_status(const session_run& s)
+{
+    if (s.want_repl)
+        return 0;
+    switch (s.commands.last_outcome()) {
+    case cmd::command_status::nothing: return exit_nothing;
+    case cmd::command_status::timed_out: return exit_timed_out;
+    default: return 0;
+    }
+}
+
 int finish_session(const session_run& s)
 {
-    const bool failed = s.commands.failed();
+    const bool failed = s.commands.failed() && !s.want_repl;
     // Ctrl-C at the prompt only ends the running command; elsewhere it
     // ends tdctl (128 + SIGINT), as SIGTERM and SIGHUP always do.
     int end_signal = s.commands.end_signal();
     if (end_signal == 0 && (s.run.must_exit() || (!s.want_repl && s.run.last_signal() == SIGINT)))
         end_signal = s.run.last_signal();
     if (s.trace != nullptr && s.run.has_target())
-        s.trace->observe(s.session);  // the names threads end with
+        s.trace->observe(s.run.session());  // the names threads end with
     if (s.run.has_target()) {
-        s.session.detach();
-        s.out.print(cmd::detached_record{s.session.pid(), seconds_since_start()});
+        s.run.session().detach();
+        s.out.print(cmd::detached_record{s.run.session().pid(), seconds_since_start()});
     }
     s.run.poll_target();  // reports an exit taken while detaching
     const bool trace_failed = !finish_trace(s);
-    const bool launched = s.opts.launched();
-    if (launched && !s.run.target_exit_status() && end_signal == 0 && !s.session.process().exit_status())
+    if (!s.run.has_session())   // an `attach` or `run` at the prompt failed
+        return end_signal != 0 ? 128 + end_signal : output_broken(s) || failed || trace_failed ? exit_failed : 0;
+    // The last session's target: the prompt may have started others.
+    core::session& session = s.run.session();
+    const bool launched = s.run.launched();
+    if (launched && !s.run.target_exit_status() && end_signal == 0 && !session.process().exit_status())
         return wait_for_launched_exit(s, failed);
     // A signal's status wins over a failed write: after SIGHUP the
     // terminal is gone, and writes to it fail because of that.
@@ -432,9 +527,18 @@ int finish_session(const session_run& s)
         return exit_failed;
     if (auto st = s.run.target_exit_status(); launched && st)
         return status_to_exit_code(*st);
-    if (auto st = s.session.process().exit_status(); launched && st)
+    if (auto st = session.process().exit_status(); launched && st)
         return status_to_exit_code(*st);
-    return 0;
+    return launched ? 0 : outcome_status(s);
+}
+
+// Warnings become records while the JSON records are on stderr.
+cmd::output* g_warning_output = nullptr;
+
+void warning_as_record(const std::string& line)
+{
+    if (g_warning_output != nullptr)
+        g_warning_output->note(line);
 }
 
 int run_session(const cli_options& opts, const std::vector<script_line>& scripts, std::FILE* out_file)
@@ -452,6 +556,17 @@ int run_session(const cli_options& opts, const std::vector<script_line>& scripts
             return exit_failed;
         }
     }
+    if (opts.json && out_file == stderr) {
+        g_warning_output = &out;
+        log::set_warning_writer(&warning_as_record);
+    }
+    struct warnings_back {
+        ~warnings_back()
+        {
+            log::set_warning_writer(nullptr);
+            g_warning_output = nullptr;
+        }
+    } restore_warnings;
     auto session = start_session(opts, out, signals);
     if (!session)
         return session.error();
@@ -459,18 +574,19 @@ int run_session(const cli_options& opts, const std::vector<script_line>& scripts
     // target (a launched program, forked above, keeps the dispositions
     // tdctl was given).
     cmd::ignore_terminal_stops();
-    out.print(start_record(**session, opts.launched()));
+    out.set_pid((*session)->pid());
+    out.print(cmd::start_record_of(**session, opts.launched()));
 
-    cmd::runner run(**session, out, signals);
+    cmd::runner run(std::move(*session), out, signals, opts.launched());
     if (trace) {
-        trace->begin(**session, seconds_since_start());
+        trace->begin(run.session(), seconds_since_start());
         out.add_observer(trace.get());
         run.set_trace(trace.get());
     }
     const bool stdin_tty = ::isatty(STDIN_FILENO) != 0;
     const bool want_repl = !opts.batch && stdin_tty && (!opts.launched() || opts.interactive);
-    cmd::batch commands(run, out, !want_repl);
-    const session_run s{opts, out_file, out, signals, **session, run, commands, want_repl, trace.get()};
+    cmd::batch commands(run, out, want_repl);
+    const session_run s{opts, out_file, out, signals, run, commands, want_repl, trace.get()};
     run_commands(s, scripts, stdin_tty);
     return finish_session(s);
 }
@@ -490,18 +606,17 @@ int main(int argc, char** argv)
         sigaddset(&ending, sig);
     pthread_sigmask(SIG_BLOCK, &ending, nullptr);
     cli_options opts;
-    if (auto code = parse_command_line(argc, argv, opts))
+    const auto early = early_options::scan(argc, argv);
+    if (auto code = parse_command_line(argc, argv, opts, early))
         return *code;
     if (opts.debug)
         log::set_debug(true);
-    if (auto code = check_command_line(opts))
+    if (auto code = check_command_line(opts, early))
         return *code;
     std::string script_error;
     auto scripts = ordered_scripts(argc, argv, script_error);
-    if (!scripts) {
-        std::fprintf(stderr, "tdctl: %s\n", script_error.c_str());
-        return exit_usage;
-    }
+    if (!scripts)
+        return usage_error(early, script_error);
 
     // From here on, the process the user started only guards the tracer.
     try {
@@ -512,7 +627,7 @@ int main(int argc, char** argv)
     }
     ptrace::note_controller_process(cmd::guardian_pid());
 
-    std::FILE* out_file = open_output(opts.output_path);
+    std::FILE* out_file = open_output(opts);
     if (out_file == nullptr)
         return exit_failed;
     try {

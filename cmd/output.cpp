@@ -2,6 +2,8 @@
 
 #include <cerrno>
 
+#include "base/clock.hpp"
+
 namespace tdctl::cmd {
 
 output::output(std::FILE* out, bool json)
@@ -21,14 +23,26 @@ void output::set_prompt_hooks(void (*before)(), void (*after)())
     after_ = after;
 }
 
+void output::stamp(events::json_record& rec) const
+{
+    if (!rec.contains("time"))
+        rec["time"] = events::json_seconds(seconds_since_start());
+    if (!rec.contains("pid"))
+        rec["pid"] = pid_ != 0 ? events::json_record(pid_) : events::json_record(nullptr);
+}
+
 void output::event(const events::event_message& msg)
 {
-    if (before_)
-        before_();
-    sink_->write(msg);
-    note_write_error();
-    if (after_)
-        after_();
+    if (json_) {
+        record(events::event_to_json(msg), {});
+    } else {
+        if (before_)
+            before_();
+        sink_->write(msg);
+        note_write_error();
+        if (after_)
+            after_();
+    }
     for (auto* o : observers_)
         o->write(msg);
 }
@@ -46,11 +60,12 @@ void output::write_text(const std::string& text)
         after_();
 }
 
-void output::record(const events::json_record& rec, const std::string& text)
+void output::record(events::json_record rec, const std::string& text)
 {
     if (json_) {
         if (before_)
             before_();
+        stamp(rec);
         if (bulk_depth_ == 0) {
             events::write_json_line(out_, rec);
         } else {
@@ -69,13 +84,16 @@ void output::error(const std::string& code, const std::string& message)
 {
     if (before_)
         before_();
-    std::fprintf(stderr, "tdctl: %s\n", message.c_str());
-    std::fflush(stderr);
+    if (!records_on_stderr()) {
+        std::fprintf(stderr, "tdctl: %s\n", message.c_str());
+        std::fflush(stderr);
+    }
     if (json_) {
         events::json_record rec;
         rec["type"] = "error";
         rec["error"] = code;
         rec["message"] = message;
+        stamp(rec);
         events::write_json_line(out_, rec);
     }
     if (after_)
@@ -84,7 +102,12 @@ void output::error(const std::string& code, const std::string& message)
 
 void output::note(const std::string& text)
 {
-    if (json_) {
+    if (records_on_stderr()) {
+        events::json_record rec;
+        rec["type"] = "note";
+        rec["message"] = text;
+        record(std::move(rec), {});
+    } else if (json_) {
         if (before_)
             before_();
         std::fprintf(stderr, "tdctl: %s\n", text.c_str());

@@ -1,10 +1,13 @@
 // Everything tdctl prints: human text, or one JSON object per line (--json),
-// to stdout or the -o file. Errors also go to stderr as one human line.
+// to stdout, stderr (--json in launch mode: the program keeps stdout) or the
+// -o file. Errors also go to stderr as one human line, unless the records
+// themselves go there. Every JSON record has "type", "time" and "pid".
 #pragma once
 
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 #include "events/event_message.hpp"
@@ -19,6 +22,9 @@ public:
     output(std::FILE* out, bool json);
 
     bool is_json() const { return json_; }
+    /// The target's PID for the "pid" of records that have none of their
+    /// own; 0 (JSON null) while there is no target.
+    void set_pid(pid_t pid) { pid_ = pid; }
     /// False once a write to the output failed (a full disk, a closed pipe):
     /// the session should end, and tdctl exit 2.
     bool ok() const { return std::ferror(out_) == 0; }
@@ -38,7 +44,7 @@ public:
 
     /// A record in JSON mode; `text` in text mode (a newline is added). Either
     /// may be empty to print nothing in that mode.
-    void record(const events::json_record& rec, const std::string& text);
+    void record(events::json_record rec, const std::string& text);
 
     /// A record with two renderings (records.hpp: `json()` and `text()`):
     /// only the one this output writes is built.
@@ -63,8 +69,13 @@ public:
     /// name, an errno name, or a word such as "usage".
     void error(const std::string& code, const std::string& message);
 
-    /// A note for people (stderr in JSON mode, the output in text mode).
+    /// A note for people (stderr in JSON mode, the output in text mode); a
+    /// `note` record when the JSON records go to stderr themselves.
     void note(const std::string& text);
+
+    /// Adds "time" (now) and "pid" (set_pid's; null without a target) to a
+    /// record that has none.
+    void stamp(events::json_record& rec) const;
 
     /// While a command prints many rows (rusage, lwpinfo), records are written
     /// without a flush each; the guard's end flushes once.
@@ -89,6 +100,8 @@ public:
 
 private:
     void write_text(const std::string& text);
+    /// The JSON records go to stderr, with the human lines that would go there.
+    bool records_on_stderr() const { return json_ && out_ == stderr; }
     std::FILE* out_;
     bool json_;
     std::unique_ptr<events::event_sink> sink_;
@@ -96,6 +109,7 @@ private:
     void (*before_)() = nullptr;
     void (*after_)() = nullptr;
     int bulk_depth_ = 0;
+    pid_t pid_ = 0;
     int write_errno_ = 0;
     void note_write_error();
 };

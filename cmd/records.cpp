@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "base/clock.hpp"
 #include "base/error.hpp"
 #include "events/event_names.hpp"
 #include "events/event_sink.hpp"
@@ -71,6 +72,16 @@ json_record session_start_record::json() const
     }
     rec["time"] = events::json_seconds(time);
     return rec;
+}
+
+session_start_record start_record_of(core::session& session, bool launched)
+{
+    return {.launched = launched,
+            .pid = session.pid(),
+            .name = procfs::process_name(session.pid()),
+            .threads = session.lwps().size(),
+            .library = library_of(session),
+            .time = seconds_since_start()};
 }
 
 std::string session_start_record::text() const
@@ -281,6 +292,12 @@ json_record event_addr_record::json() const
     json_record rec;
     rec["type"] = "event_addr";
     rec["event"] = events::event_name(event);
+    if (result) {
+        rec["result"] = td_err_name(*result);
+        rec["address"] = nullptr;
+        rec["message"] = td_err_description(*result);
+        return rec;
+    }
     rec["notify"] = "NOTIFY_BPT";
     rec["address"] = events::hex_addr(address);
     rec["symbol"] = symbol;
@@ -290,6 +307,9 @@ json_record event_addr_record::json() const
 
 std::string event_addr_record::text() const
 {
+    if (result)
+        return fmt::format("{:<14} {} ({})", events::event_name(event), td_err_name(*result),
+                           td_err_description(*result));
     return fmt::format("{:<14} NOTIFY_BPT {} ({}){}", events::event_name(event), events::hex_addr(address), symbol,
                        step_over ? fmt::format(", breakpoint planted, step-over {}", *step_over) : "");
 }

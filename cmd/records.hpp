@@ -48,6 +48,9 @@ struct session_start_record {
     std::string text() const;
 };
 
+/// The start record of a session that has just attached or launched.
+session_start_record start_record_of(core::session& session, bool launched);
+
 /// The target ended: `raw` is its wait status (exit code or killing signal).
 struct exit_record {
     pid_t pid = 0;
@@ -109,12 +112,13 @@ struct thread_row {
 /// The column headings of the `threads` table.
 std::string thread_columns(bool ns_column);
 
-/// `event addr`: one event's reporting address.
+/// `event addr`: one event's reporting address, or why it has none.
 struct event_addr_record {
     td_event_e event{};
     std::uint64_t address = 0;
     std::string symbol;
     std::optional<std::string> step_over;   ///< the step-over kind of a planted breakpoint; none when not planted
+    std::optional<td_err_e> result;         ///< TD_NOEVENT (not reported) and the like; none when there is an address
     json_record json() const;
     std::string text() const;
 };

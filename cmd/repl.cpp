@@ -6,10 +6,14 @@
 #include <optional>
 #include <poll.h>
 #include <string>
+#include <string_view>
+#include <vector>
 #include <unistd.h>
 
+#include "cmd/completion.hpp"
 #include "cmd/line_editor.hpp"
 #include "cmd/terminal.hpp"
+#include "ptrace/procfs.hpp"
 #include "ptrace/waiter.hpp"
 
 namespace tdctl::cmd {
@@ -49,18 +53,20 @@ std::string history_path()
 
 class repl {
 public:
-    repl(runner& run, core::session& session, output& out, signal_source& signals)
-        : run_(run), session_(session), out_(out), signals_(signals)
-    {
-    }
+    repl(runner& run, output& out, signal_source& signals) : run_(run), out_(out), signals_(signals) {}
 
     command_status run();
 
 private:
     enum class event { none, key, interrupt, continued };
 
-    /// A target to act on and no signal that ends tdctl.
-    bool going_on() const { return run_.has_target() && !run_.must_exit(); }
+    /// No signal that ends tdctl. The prompt outlives a target: `attach` or
+    /// `run` starts another.
+    bool going_on() const { return !run_.must_exit(); }
+    /// Once per target that ends (detached, killed, exited): what the prompt can do now.
+    void note_target_gone();
+    /// The target's TIDs now, for completion (/proc/PID/task); none without a target.
+    std::vector<pid_t> target_tids();
     /// One wait on the terminal (when `read_terminal`), the signalfd and the
     /// target; services the target and takes a signal that came.
     event wait_once(bool read_terminal, int timeout_ms);
@@ -76,22 +82,39 @@ private:
     line_editor::wake wait_for_key();
 
     runner& run_;
-    core::session& session_;
     output& out_;
     signal_source& signals_;
     bool owned_ = true;  ///< tdctl owned the terminal when it last looked
     bool noted_background_ = false;
+    bool had_target_ = true;  ///< a target to act on when the prompt last looked
 };
+
+std::vector<pid_t> repl::target_tids()
+{
+    std::vector<pid_t> tids;
+    if (run_.has_target())
+        for (tid_t t : procfs::list_tasks(run_.session().pid()))
+            tids.push_back(t.value);
+    return tids;
+}
+
+void repl::note_target_gone()
+{
+    const bool has = run_.has_target();
+    if (had_target_ && !has)
+        out_.note("no target now: `attach PID` or `run PROG [ARGS]` starts another session, `quit` leaves");
+    had_target_ = has;
+}
 
 repl::event repl::wait_once(bool read_terminal, int timeout_ms)
 {
     pollfd fds[3] = {{read_terminal ? STDIN_FILENO : -1, POLLIN, 0}, {signals_.fd(), POLLIN, 0}, {-1, POLLIN, 0}};
     if (run_.has_target())
-        fds[2].fd = session_.wait_fd();
+        fds[2].fd = run_.session().wait_fd();
     // Stops already collected are serviced without sleeping; with a target,
     // stops are looked for again at least every repoll_ms, SIGCHLD or not.
     if (run_.has_target())
-        timeout_ms = session_.has_pending()                                 ? 0
+        timeout_ms = run_.session().has_pending()                           ? 0
                      : timeout_ms < 0 || timeout_ms > ptrace::waiter::repoll_ms ? ptrace::waiter::repoll_ms
                                                                             : timeout_ms;
     ::poll(fds, 3, timeout_ms);
@@ -100,8 +123,10 @@ repl::event repl::wait_once(bool read_terminal, int timeout_ms)
     int sig = signals_.take();
     if (sig != 0 && sig != SIGINT)
         run_.take_signal(sig);
-    if (fds[2].fd >= 0)
+    if (fds[2].fd >= 0) {
         run_.poll_target();
+        note_target_gone();
+    }
     if (signals_.take_continued())
         return event::continued;
     if (sig == SIGINT)
@@ -182,7 +207,8 @@ command_status repl::run()
             break;
         owned_ = true;
         if (!editor) {
-            editor.emplace(prompt_text, history_path(), [this] { return wait_for_key(); });
+            editor.emplace(prompt_text, history_path(), [this] { return wait_for_key(); },
+                           [this](std::string_view typed) { return complete_line(typed, target_tids()); });
             g_editor = &*editor;
             out_.set_prompt_hooks(before_print, after_print);
         }
@@ -206,6 +232,7 @@ command_status repl::run()
         last = run_.execute(*line, "line " + std::to_string(++line_no));
         if (last == command_status::quit)
             break;
+        note_target_gone();
     }
     out_.set_prompt_hooks(nullptr, nullptr);
     g_editor = nullptr;
@@ -215,9 +242,9 @@ command_status repl::run()
 
 }  // namespace
 
-command_status run_repl(runner& run, core::session& session, output& out, signal_source& signals)
+command_status run_repl(runner& run, output& out, signal_source& signals)
 {
-    return repl(run, session, out, signals).run();
+    return repl(run, out, signals).run();
 }
 
 }  // namespace tdctl::cmd

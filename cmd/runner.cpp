@@ -20,8 +20,9 @@ namespace tdctl::cmd {
 
 using core::session_event;
 
-runner::runner(core::session& session, output& out, signal_source& signals)
-    : session_(session), out_(out), signals_(signals), summary_([](const events::event_message& msg) {
+runner::runner(std::unique_ptr<core::session> session, output& out, signal_source& signals, bool launched)
+    : session_(std::move(session)), launched_(launched), out_(out), signals_(signals),
+      summary_([](const events::event_message& msg) {
           // The new thread's start routine, read with the event buffer
           // (core::event_watch); 0 when unknown.
           return msg.start_routine.value;
@@ -37,7 +38,7 @@ runner::~runner()
 
 bool runner::has_target() const
 {
-    return !detached_ && !exit_status_ && session_.is_alive();
+    return session_ && !detached_ && !exit_status_ && session_->is_alive();
 }
 
 // ---------------------------------------------------------------- errors and arguments
@@ -59,7 +60,8 @@ bool runner::require_target(const std::string& where)
     if (has_target())
         return true;
     std::string why = exit_status_ ? "the target has exited" : "tdctl is no longer attached to the target";
-    out_.error("no-target", fmt::format("{}: {}", where, why));
+    out_.error("no-target", fmt::format("{}: {}; `attach PID` or `run PROG [ARGS]` starts another session", where,
+                                        why));
     return false;
 }
 
@@ -67,10 +69,10 @@ bool runner::require_agent(const std::string& where)
 {
     if (!require_target(where))
         return false;
-    if (session_.agent() != nullptr)
+    if (session_->agent() != nullptr)
         return true;
     out_.error("TD_NOLIBTHREAD", fmt::format("{}: TD_NOLIBTHREAD ({}): {}", where, td_err_description(TD_NOLIBTHREAD),
-                                             session_.no_agent_reason()));
+                                             session_->no_agent_reason()));
     return false;
 }
 
@@ -110,7 +112,7 @@ std::optional<core::thread_handle> runner::handle_for(const std::string& tid_tex
     auto tid = parse_tid_word(tid_text, where, "a thread ID (a TID from `threads`)");
     if (!tid)
         return std::nullopt;
-    auto th = session_.agent()->map_lwp2thr(*tid);
+    auto th = session_->agent()->map_lwp2thr(*tid);
     if (!th) {
         td_error(th.error(), fmt::format("{}: thread {}", where, tid->value));
         return std::nullopt;
@@ -122,7 +124,7 @@ std::optional<core::thread_handle> runner::handle_for(const std::string& tid_tex
 
 void runner::print_exit(int raw)
 {
-    out_.print(exit_record{session_.pid(), raw, seconds_since_start()});
+    out_.print(exit_record{session_->pid(), raw, seconds_since_start()});
 }
 
 void runner::note_exit(int raw)
@@ -144,7 +146,7 @@ void runner::show(const session_event& ev)
         note_exit(ev.status);
         break;
     case session_event::kind::exec:
-        out_.print(exec_record{session_.pid(), ev.message.name, library_of(session_).backend, ev.message.time});
+        out_.print(exec_record{session_->pid(), ev.message.name, library_of(*session_).backend, ev.message.time});
         break;
     }
 }
@@ -173,10 +175,10 @@ run_end runner::run_until(std::optional<double> seconds, const std::function<boo
     last_signal_ = 0;
     // The target runs while tdctl waits on it (a `watch` or `stop` that took
     // over a lingering stop to arm lets it go here).
-    if (session_.is_alive())
-        session_.release_lingering();
+    if (session_ && session_->is_alive())
+        session_->release_lingering();
     for (;;) {
-        if (!session_.is_alive())
+        if (!session_->is_alive())
             return exit_status_ ? run_end::exited : run_end::detached;
         if (!out_.ok()) {
             // Nobody can read what happens next: end as SIGTERM would.
@@ -184,7 +186,7 @@ run_end runner::run_until(std::optional<double> seconds, const std::function<boo
             return run_end::signal;
         }
         // Handle what is already pending before sleeping in poll().
-        for (const auto& ev : session_.pump(0)) {
+        for (const auto& ev : session_->pump(0)) {
             bool done = on_event(ev);
             if (ev.what == session_event::kind::process_exited)
                 return run_end::exited;
@@ -202,12 +204,12 @@ run_end runner::run_until(std::optional<double> seconds, const std::function<boo
                 return run_end::timeout;
             wait_ms = *left;
         }
-        if (session_.has_pending())
+        if (session_->has_pending())
             wait_ms = 0;
         // Stops are looked for again at least this often, SIGCHLD or not.
         if (wait_ms < 0 || wait_ms > ptrace::waiter::repoll_ms)
             wait_ms = ptrace::waiter::repoll_ms;
-        pollfd fds[2] = {{session_.wait_fd(), POLLIN, 0}, {signals_.fd(), POLLIN, 0}};
+        pollfd fds[2] = {{session_->wait_fd(), POLLIN, 0}, {signals_.fd(), POLLIN, 0}};
         ::poll(fds, 2, wait_ms);
     }
 }
@@ -222,8 +224,8 @@ run_end runner::run_for(std::optional<double> seconds)
 
 void runner::let_run()
 {
-    if (session_.is_held())
-        session_.resume();
+    if (session_->is_held())
+        session_->resume();
 }
 
 void runner::take_signal(int sig)
@@ -236,13 +238,13 @@ void runner::take_signal(int sig)
 void runner::poll_target()
 {
     if (has_target()) {
-        for (const auto& ev : session_.pump(0))
+        for (const auto& ev : session_->pump(0))
             show(ev);
     }
     // The exit may have been taken while the session held the target for
     // some edit; report it once here.
-    if (!exit_status_ && !detached_ && !session_.is_alive())
-        if (auto st = session_.process().exit_status())
+    if (session_ && !exit_status_ && !detached_ && !session_->is_alive())
+        if (auto st = session_->process().exit_status())
             note_exit(*st);
 }
 
@@ -274,8 +276,8 @@ command_status runner::execute(const std::string& line, const std::string& where
         out_.error(e.domain() == error_domain::td ? td_err_name(static_cast<td_err_e>(e.code())) : "error",
                    fmt::format("{}: {}", where, e.what()));
     }
-    if (!follows && !detach_follows_ && session_.is_alive())
-        session_.release_lingering();
+    if (!follows && !detach_follows_ && session_ && session_->is_alive())
+        session_->release_lingering();
     return st;
 }
 
@@ -290,11 +292,11 @@ void runner::share_stop_round(const command_entry& command, bool follows)
                                                  &runner::cmd_interrupt, &runner::cmd_detach, &runner::cmd_quit,
                                                  &runner::cmd_help,    &runner::cmd_watch,    &runner::cmd_stop};
     const bool holds = std::find(held_commands.begin(), held_commands.end(), command.run) != held_commands.end();
-    if (!session_.is_alive())
+    if (!session_ || !session_->is_alive())
         return;
     if (!holds)
-        session_.release_lingering();
-    session_.set_hold_may_linger(holds && (follows || detach_follows_));
+        session_->release_lingering();
+    session_->set_hold_may_linger(holds && (follows || detach_follows_));
 }
 
 command_status runner::watch_until_exit()

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -20,8 +21,10 @@ namespace tdctl::cmd {
 
 enum class command_status {
     ok,
-    failed,   ///< the command did not do what was asked (batch: exit 2)
-    quit,     ///< `quit`, or end of input
+    failed,      ///< the command did not do what was asked (batch: exit 2)
+    quit,        ///< `quit`, or end of input
+    nothing,     ///< it ran and found nothing there: TD_NOMSG, no event reported (batch: exit 1, like grep)
+    timed_out,   ///< `stop --for` ended with no hit (batch: exit 3)
 };
 
 /// Why run_until() returned.
@@ -34,7 +37,17 @@ class trace_output;
 
 class runner {
 public:
-    runner(core::session& session, output& out, signal_source& signals);
+    /// `launched`: the session's target was launched by tdctl (not attached to).
+    runner(std::unique_ptr<core::session> session, output& out, signal_source& signals, bool launched);
+
+    /// The session of the current target, or of the last one (detached or
+    /// exited) until `attach` or `run` starts another. Only while has_session().
+    core::session& session() { return *session_; }
+    /// False only after an `attach` or `run` that failed: the last session
+    /// was let go first (its change journal is the one the guardian watches).
+    bool has_session() const { return session_ != nullptr; }
+    /// The current session's target was launched by tdctl.
+    bool launched() const { return launched_; }
     ~runner();
     runner(const runner&) = delete;
     runner& operator=(const runner&) = delete;
@@ -111,6 +124,13 @@ private:
     command_status cmd_detach(const words& w, const std::string& where);
     command_status cmd_kill(const words& w, const std::string& where);
     command_status cmd_quit(const words& w, const std::string& where);
+    command_status cmd_attach(const words& w, const std::string& where);
+    command_status cmd_run(const words& w, const std::string& where);
+    /// Makes `next` the session commands act on (after `attach` or `run`).
+    void start_session(std::unique_ptr<core::session> next, bool launched);
+    /// No target to act on, so `attach` or `run` may start one; false after
+    /// the error that names the current target.
+    bool may_start_session(const std::string& where);
     command_status cmd_help(const words& w, const std::string& where);
     command_status cmd_stats(const words& w, const std::string& where);
     command_status cmd_stats_enable(const words& w, const std::string& where);
@@ -173,7 +193,8 @@ private:
     std::optional<tid_t> parse_tid_word(const std::string& text, const std::string& where, const char* accepted);
     std::optional<core::thread_handle> handle_for(const std::string& tid_text, const std::string& where);
 
-    core::session& session_;
+    std::unique_ptr<core::session> session_;
+    bool launched_ = false;
     output& out_;
     signal_source& signals_;
     int last_signal_ = 0;

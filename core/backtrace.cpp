@@ -310,7 +310,7 @@ std::expected<std::vector<stack_frame>, std::string> unwinder::unwind(tid_t tid,
         std::uint64_t ra = 0;
         if (!start.returned) {
             if (!u.read_word(regs.rsp, ra))
-                return std::move(frames);
+                return frames;
             regs.rip = ra;
             regs.rsp += 8;
         }
@@ -334,7 +334,7 @@ std::expected<std::vector<stack_frame>, std::string> unwinder::unwind(tid_t tid,
             return unwind(tid, start, max_frames);
     }
     // An unwind that ends early (no CFI further out) keeps what it found.
-    return std::move(frames);
+    return frames;
 }
 
 }  // namespace tdctl::core

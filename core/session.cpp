@@ -373,7 +373,7 @@ void session::remove_sites(const std::vector<td_event_e>& events)
 
 void session::enable_thread_for_watch(target_addr handle)
 {
-    if (!armed_ || settling_ || !agent_ || handle.is_null())
+    if ((!armed_ && stop_events_.empty()) || settling_ || !agent_ || handle.is_null())
         return;
     will_write_settings();
     (void)agent_->protocol().write_report_events(handle, true);
@@ -823,10 +823,22 @@ void session::on_thread_created(const ptrace::stop_event& ev)
     inherit_journal(ev.tid, ev.child);
     if (settling_)
         mid_create_.insert(ev.tid.value);
-    if (armed_ && !settling_ && backend_ && backend_->traits().enable_on_birth == birth_enable::at_clone_stop)
+    // While watching every new thread is enabled; while a `stop` waits, one
+    // whose creator reports (glibc does not pass the flag on).
+    if (backend_ && backend_->traits().enable_on_birth == birth_enable::at_clone_stop && !settling_ &&
+        (armed_ || (!stop_events_.empty() && creator_reports(ev.tid))))
         enable_born_at_clone(ev.child);
     process_->resume(ev.child);
     process_->resume(ev.tid);
+}
+
+bool session::creator_reports(tid_t creator)
+{
+    auto handle = thread_pointer(creator);
+    if (!handle || handle->is_null() || agent_ == nullptr)
+        return false;
+    auto on = agent_->protocol().read_report_events(*handle);
+    return on && *on;
 }
 
 void session::enable_born_at_clone(tid_t child)

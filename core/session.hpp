@@ -258,6 +258,8 @@ private:
     void on_thread_created(const ptrace::stop_event& ev);
     /// A new thread of the library, born at a clone stop while watching, is enabled.
     void enable_born_at_clone(tid_t child);
+    /// The creator's own reporting is on (a `stop` then enables what it creates).
+    bool creator_reports(tid_t creator);
     void inherit_journal(tid_t parent, tid_t child);
     void on_thread_exiting(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
     void on_exec(const ptrace::stop_event& ev, std::vector<session_event>& out);

@@ -9,4 +9,5 @@ $SUDO apt-get install -y -q --no-install-recommends \
   build-essential cmake pkg-config \
   libelf-dev libdw-dev libfmt-dev libcli11-dev doctest-dev libedit-dev nlohmann-json3-dev \
   libc6-dbg musl-tools strace python3 nodejs openjdk-17-jdk-headless \
-  protobuf-compiler python3-jsonschema
+  protobuf-compiler python3-jsonschema \
+  man-db groff-base sysstat

@@ -145,3 +145,26 @@ TEST_CASE("bt names C++ functions as people read them (demangled)")
     CHECK_FALSE(has_function(frames, "_ZN10bt_fixture7parking9wait_hereEi"));
     CHECK(tracer_pid(target.pid()) == 0);
 }
+
+// The START column of `threads` showed the mangled symbol
+// (_ZN10bt_fixture13parked_workerEPv) while `bt` demangled (issue 12).
+TEST_CASE("threads names a C++ start routine as bt does (demangled), text and JSON")
+{
+    require_attach();
+    auto target = child_process::spawn({BT_CPP_TARGET, "thread"});
+    REQUIRE(target.require_line(10s) == "ready");
+    const std::string pid = std::to_string(target.pid());
+    const std::string plain = "bt_fixture::parked_worker(void*)";
+    auto text = run_tdctl({"-p", pid, "-e", "threads"}, 30s);
+    INFO(text.describe());
+    REQUIRE(text.result.status.exit_code() == 0);
+    CHECK(text.result.out.find(plain) != std::string::npos);
+    CHECK(text.result.out.find("_ZN10bt_fixture") == std::string::npos);
+    auto run = run_tdctl({"--json", "-p", pid, "-e", "threads"}, 30s);
+    INFO(run.describe());
+    int workers = 0;
+    for (const auto& t : records_of_type(run.records, "thread"))
+        workers += t["startsym"].is_string() && t["startsym"].get<std::string>() == plain;
+    CHECK(workers == 1);
+    CHECK(tracer_pid(target.pid()) == 0);
+}

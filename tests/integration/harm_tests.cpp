@@ -362,7 +362,9 @@ TEST_SUITE("do no harm")
             pid_t victim = target.pid();
             std::optional<child_process> tdctl;
             if (scenario == 1) {
-                tdctl = child_process::spawn({tdctl_path(), "--json", "--", fixture_path("storm"), "0"});
+                // With -o, not stderr, the records of a launch.
+                tdctl = child_process::spawn(
+                    {tdctl_path(), "--json", "-o", "/dev/stdout", "--", fixture_path("storm"), "0"});
                 auto launched = await_record(*tdctl, "launched", 10s);
                 REQUIRE_MESSAGE(launched, tdctl->describe());
                 victim = static_cast<pid_t>(int_field(*launched, "pid"));

@@ -90,6 +90,29 @@ std::string tdctl_run::describe() const
                        result.status.describe(), cut(result.out), cut(result.err));
 }
 
+namespace {
+
+// Whether tdctl's records go to stderr: --json for a launch (a program is
+// named, or `--` given) without -o, as the README says.
+bool records_on_stderr(const std::vector<std::string>& args)
+{
+    bool launch = false;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (a == "--" || !a.starts_with("-")) {
+            launch = true;
+            break;
+        }
+        if (a == "-o" || a == "--output" || a.starts_with("--output="))
+            return false;
+        if (a == "-p" || a == "--pid" || a == "-e" || a == "--eval" || a == "-x" || a == "--command")
+            ++i;
+    }
+    return launch;
+}
+
+}  // namespace
+
 tdctl_run run_tdctl(const std::vector<std::string>& args, milliseconds timeout, const run_options& options)
 {
     std::vector<std::string> argv{tdctl_path()};
@@ -97,7 +120,7 @@ tdctl_run run_tdctl(const std::vector<std::string>& args, milliseconds timeout, 
     tdctl_run run{run_command(argv, timeout, options), {}};
     if (has_arg(args, "--json")) {
         try {
-            run.records = json_lines(run.result.out);
+            run.records = json_lines(records_on_stderr(args) ? run.result.err : run.result.out);
         } catch (const std::runtime_error& e) {
             throw std::runtime_error(fmt::format("tdctl --json printed a line that is not JSON: {}\n{}", e.what(),
                                                  run.describe()));

@@ -166,8 +166,9 @@ TEST_SUITE("terminal")
     }
 
     // `detach` at the prompt left tdctl at a prompt where nothing could be
-    // done; it ends the session, as in batch mode.
-    TEST_CASE("detach at the prompt ends the session")
+    // done. The prompt now stays and says what it can do (`attach`, `run`:
+    // prompt_tests.cpp); `quit` leaves with exit 0.
+    TEST_CASE("detach at the prompt: the target is let go, the prompt says what comes next, quit exits 0")
     {
         require_attach();
         temp_home home;
@@ -177,10 +178,15 @@ TEST_SUITE("terminal")
         REQUIRE_MESSAGE(tdctl.wait_for(prompt, 20s), tdctl.tail());
         tdctl.type("detach\r");
         REQUIRE_MESSAGE(tdctl.wait_for("detached from process", 20s), tdctl.tail());
-        auto status = tdctl.wait_exit(20s);
-        REQUIRE_MESSAGE(status.has_value(), "still at the prompt after detach:\n", tdctl.tail());
-        CHECK(exit_status::from_wait(*status).is_success());
+        REQUIRE_MESSAGE(tdctl.wait_for("no target now", 10s), tdctl.tail());
         check_left_clean(target.pid());
+        tdctl.type("threads\r");
+        REQUIRE_MESSAGE(tdctl.wait_for("`attach PID` or `run PROG [ARGS]` starts another session", 10s),
+                        tdctl.tail());
+        tdctl.type("quit\r");
+        auto status = tdctl.wait_exit(20s);
+        REQUIRE_MESSAGE(status.has_value(), tdctl.tail());
+        CHECK(exit_status::from_wait(*status).is_success());
     }
 
     // M-x opened libedit's own command line, whose parser dereferences a
@@ -218,7 +224,8 @@ TEST_SUITE("terminal")
         {
             pty_process tdctl(argv, test_terminal(home.path()));
             REQUIRE_MESSAGE(tdctl.wait_for(prompt, 20s), tdctl.tail());
-            // Tab completes nothing: it beeps and leaves the line as it is.
+            // Tab on an empty line lists the commands; after `help quit` it
+            // beeps and leaves the line as it is.
             tdctl.type("\thelp quit\t\r");
             REQUIRE_MESSAGE(tdctl.wait_for("Leave tdctl", 10s), tdctl.tail());
             REQUIRE(tdctl.wait_for(prompt, 10s));

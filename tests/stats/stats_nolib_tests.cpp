@@ -164,7 +164,7 @@ void check_cli_launch(const nolib_build& b)
                                   path, "--record", record.path(), std::to_string(n_threads)},
                                  30000ms);
     INFO(b.name, ": ", res.describe());
-    auto records = test::json_lines(res.out);
+    auto records = test::json_lines(res.err);   // a launch with --json: the records are on stderr
     auto of_type = [&](std::string_view type) {
         std::vector<json> out;
         for (const auto& r : records)

@@ -356,7 +356,8 @@ TEST_CASE("watch's time split: every thread born and ended during the watch, and
                                      60s);
         INFO(run.describe());
         REQUIRE(run.status.is_success());
-        auto records = test::json_lines(run.out);
+        // A launch with --json: the records are on stderr.
+        auto records = test::json_lines(run.err);
         std::vector<json> split;
         bool after_end = false;
         for (const auto& r : records) {

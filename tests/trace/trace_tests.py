@@ -25,9 +25,13 @@ TIMEOUT = 90
 
 
 def run_tdctl(args, tdctl, timeout=TIMEOUT):
-    """Runs tdctl --json ARGS; returns (exit status, JSON records)."""
-    result = subprocess.run([tdctl, "--json"] + args, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    records = [json.loads(line) for line in result.stdout.decode().splitlines() if line.strip()]
+    """Runs tdctl --json -o FILE ARGS (a launched program keeps stdout and
+    stderr to itself); returns (exit status, JSON records)."""
+    with tempfile.NamedTemporaryFile(prefix="tdctl-records-", suffix=".jsonl") as out:
+        result = subprocess.run([tdctl, "--json", "-o", out.name] + args, capture_output=True, timeout=timeout,
+                                stdin=subprocess.DEVNULL)
+        with open(out.name) as f:
+            records = [json.loads(line) for line in f if line.strip()]
     if result.returncode != 0:
         sys.stderr.write(result.stderr.decode(errors="replace"))
     return result.returncode, records
