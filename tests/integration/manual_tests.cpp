@@ -21,25 +21,8 @@ using namespace std::chrono_literals;
 namespace {
 
 /// A directory removed with its contents.
-class temp_dir {
-public:
-    temp_dir()
-    {
-        std::string pattern = (std::filesystem::temp_directory_path() / "tdctl-install-XXXXXX").string();
-        REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-        path_ = pattern;
-    }
-    ~temp_dir()
-    {
-        std::error_code ec;
-        std::filesystem::remove_all(path_, ec);
-    }
-    temp_dir(const temp_dir&) = delete;
-    temp_dir& operator=(const temp_dir&) = delete;
-    const std::string& path() const { return path_; }
-
-private:
-    std::string path_;
+struct temp_dir : tdctl::test::temp_directory {
+    temp_dir() : temp_directory("tdctl-install") {}
 };
 
 std::string read_all(const std::string& path)

@@ -53,27 +53,9 @@ while True:
     return target;
 }
 
-/// A directory for HOME, so that the history file and any ~/.editrc are the
-/// test's own; removed with everything in it.
-class temp_home {
-public:
-    temp_home()
-    {
-        std::string pattern = (std::filesystem::temp_directory_path() / "tdctl-home-XXXXXX").string();
-        REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-        path_ = pattern;
-    }
-    ~temp_home()
-    {
-        std::error_code ec;
-        std::filesystem::remove_all(path_, ec);
-    }
-    temp_home(const temp_home&) = delete;
-    temp_home& operator=(const temp_home&) = delete;
-    const std::string& path() const { return path_; }
-
-private:
-    std::string path_;
+/// HOME for the test's tdctl (history file, ~/.editrc).
+struct temp_home : tdctl::test::temp_directory {
+    temp_home() : temp_directory("tdctl-home") {}
 };
 
 /// Bytes a random line never holds: Ctrl-D (end of input at an empty line),

@@ -71,26 +71,9 @@ while True:
     child_process process_;
 };
 
-/// A directory for HOME (the history file), removed with its contents.
-class temp_home {
-public:
-    temp_home()
-    {
-        std::string pattern = (std::filesystem::temp_directory_path() / "tdctl-home-XXXXXX").string();
-        REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-        path_ = pattern;
-    }
-    ~temp_home()
-    {
-        std::error_code ec;
-        std::filesystem::remove_all(path_, ec);
-    }
-    temp_home(const temp_home&) = delete;
-    temp_home& operator=(const temp_home&) = delete;
-    const std::string& path() const { return path_; }
-
-private:
-    std::string path_;
+/// HOME for the test's tdctl (history file, ~/.editrc).
+struct temp_home : tdctl::test::temp_directory {
+    temp_home() : temp_directory("tdctl-home") {}
 };
 
 pty_options test_terminal(const std::string& home)

@@ -2,10 +2,13 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include <unistd.h>
 
+#include <doctest/doctest.h>
 #include <fmt/format.h>
 
 namespace tdctl::test {
@@ -30,6 +33,19 @@ temp_file::~temp_file()
 {
     if (!keep_ && !path_.empty())
         ::unlink(path_.c_str());
+}
+
+temp_directory::temp_directory(std::string_view stem)
+{
+    std::string pattern = (std::filesystem::temp_directory_path() / fmt::format("{}-XXXXXX", stem)).string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path_ = pattern;
+}
+
+temp_directory::~temp_directory()
+{
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
 }
 
 }  // namespace tdctl::test

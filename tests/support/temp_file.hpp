@@ -28,4 +28,20 @@ private:
     bool keep_ = false;
 };
 
+/// A fresh directory under the system's temporary directory (mkdtemp),
+/// removed with everything in it at the end (a HOME for a test's tdctl, an
+/// install prefix). Fails the test (REQUIRE) when it cannot be made.
+class temp_directory {
+public:
+    explicit temp_directory(std::string_view stem = "tdctl-dir");
+    ~temp_directory();
+    temp_directory(const temp_directory&) = delete;
+    temp_directory& operator=(const temp_directory&) = delete;
+
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+};
+
 }  // namespace tdctl::test
