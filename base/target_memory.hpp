@@ -34,6 +34,17 @@ public:
         return total;
     }
 
+    /// Writes several ranges (address, bytes) in order, with one system call
+    /// where the implementation can. False if any byte could not be written
+    /// (the ranges before it may have been).
+    virtual bool write_many(std::span<const std::pair<target_addr, std::span<const std::byte>>> ranges)
+    {
+        bool all = true;
+        for (const auto& [addr, bytes] : ranges)
+            all = write(addr, bytes) && all;
+        return all;
+    }
+
     /// Reads exactly sizeof(T) bytes into a trivially copyable T; false when short.
     template <typename T>
     bool read_value(target_addr addr, T& out)

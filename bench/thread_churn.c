@@ -2,7 +2,9 @@
  * (default 1: strictly one after another), then exit 0. Prints nothing.
  * Each thread does no work, so the run time is thread creation, exit and
  * join -- and, under a tracer, the stops those cost (clone, exit, and with
- * events armed one TD_CREATE and one TD_DEATH breakpoint hit per thread). */
+ * events armed one TD_CREATE and one TD_DEATH breakpoint hit per thread).
+ * With THREAD_CHURN_WAIT=1 in the environment it first reads one byte from
+ * stdin, so a tracer can attach before the first thread is made. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,13 @@ int main(int argc, char** argv)
     long batch = argc == 3 ? parse_positive(argv[2], "BATCH") : 1;
     if (batch > 64)
         batch = 64;
+
+    const char* wait = getenv("THREAD_CHURN_WAIT");
+    if (wait != NULL && wait[0] == '1') {
+        char go;
+        if (fread(&go, 1, 1, stdin) != 1)
+            return 1;
+    }
 
     pthread_t ids[64];
     for (long done = 0; done < n;) {

@@ -1,14 +1,31 @@
 #include "cmd/output.hpp"
 
 #include <cerrno>
+#include <unistd.h>
 
 #include "base/clock.hpp"
 
 namespace tdctl::cmd {
 
 output::output(std::FILE* out, bool json)
-    : out_(out), json_(json), sink_(json ? events::make_jsonl_sink(out) : events::make_text_sink(out))
+    : out_(out),
+      json_(json),
+      sink_(json ? events::make_jsonl_sink(out, false) : events::make_text_sink(out, false)),
+      terminal_(::isatty(::fileno(out)) == 1)
 {
+}
+
+void output::flush()
+{
+    std::fflush(out_);
+    note_write_error();
+}
+
+void output::end_line()
+{
+    if (bulk_depth_ == 0 && (deferred_depth_ == 0 || terminal_))
+        std::fflush(out_);
+    note_write_error();
 }
 
 void output::note_write_error()
@@ -39,7 +56,7 @@ void output::event(const events::event_message& msg)
         if (before_)
             before_();
         sink_->write(msg);
-        note_write_error();
+        end_line();
         if (after_)
             after_();
     }
@@ -53,9 +70,7 @@ void output::write_text(const std::string& text)
         before_();
     std::fputs(text.c_str(), out_);
     std::fputc('\n', out_);
-    if (bulk_depth_ == 0)
-        std::fflush(out_);
-    note_write_error();
+    end_line();
     if (after_)
         after_();
 }
@@ -66,13 +81,9 @@ void output::record(events::json_record rec, const std::string& text)
         if (before_)
             before_();
         stamp(rec);
-        if (bulk_depth_ == 0) {
-            events::write_json_line(out_, rec);
-        } else {
-            std::string line = events::json_line(rec);
-            std::fwrite(line.data(), 1, line.size(), out_);
-        }
-        note_write_error();
+        std::string line = events::json_line(rec);
+        std::fwrite(line.data(), 1, line.size(), out_);
+        end_line();
         if (after_)
             after_();
     } else if (!text.empty()) {
@@ -84,6 +95,8 @@ void output::error(const std::string& code, const std::string& message)
 {
     if (before_)
         before_();
+    // What was printed before comes before the error, wherever each goes.
+    flush();
     if (!records_on_stderr()) {
         std::fprintf(stderr, "tdctl: %s\n", message.c_str());
         std::fflush(stderr);
@@ -110,6 +123,7 @@ void output::note(const std::string& text)
     } else if (json_) {
         if (before_)
             before_();
+        flush();
         std::fprintf(stderr, "tdctl: %s\n", text.c_str());
         if (after_)
             after_();

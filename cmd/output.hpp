@@ -94,6 +94,30 @@ public:
         output& o_;
     };
 
+    /// Writes out what is buffered (also done when tdctl is about to sleep
+    /// in the wait loop, and at exit).
+    void flush();
+
+    /// While tdctl runs the target (runner::run_until), lines are kept in
+    /// the stream's buffer and written out before tdctl sleeps, when the
+    /// buffer is full, and at the guard's end — one write per batch of stops
+    /// instead of one per line, so a hit costs no write of its own. A
+    /// terminal still gets every line at once.
+    class deferred {
+    public:
+        explicit deferred(output& o) : o_(o) { ++o_.deferred_depth_; }
+        ~deferred()
+        {
+            if (--o_.deferred_depth_ == 0)
+                o_.flush();
+        }
+        deferred(const deferred&) = delete;
+        deferred& operator=(const deferred&) = delete;
+
+    private:
+        output& o_;
+    };
+
     /// A line from the REPL's prompt handling may be on the screen: printing
     /// clears it first and asks for a redraw afterwards.
     void set_prompt_hooks(void (*before)(), void (*after)());
@@ -109,6 +133,10 @@ private:
     void (*before_)() = nullptr;
     void (*after_)() = nullptr;
     int bulk_depth_ = 0;
+    int deferred_depth_ = 0;
+    bool terminal_;
+    /// After a line: flushes it unless a bulk or deferred guard holds it.
+    void end_line();
     pid_t pid_ = 0;
     int write_errno_ = 0;
     void note_write_error();

@@ -177,6 +177,9 @@ run_end runner::run_until(std::optional<double> seconds, const std::function<boo
     // over a lingering stop to arm lets it go here).
     if (session_ && session_->is_alive())
         session_->release_lingering();
+    // Lines are written out when tdctl is about to sleep, not one by one.
+    output::deferred batch(out_);
+    bool signal_ready = true;
     for (;;) {
         if (!session_->is_alive())
             return exit_status_ ? run_end::exited : run_end::detached;
@@ -193,7 +196,10 @@ run_end runner::run_until(std::optional<double> seconds, const std::function<boo
             if (done)
                 return run_end::done;
         }
-        if (int sig = signals_.take(); sig != 0) {
+        // The signal descriptor is read when poll() says it has something
+        // (and once at the start): an empty read per stop is a syscall the
+        // target waits for.
+        if (int sig = signal_ready ? signals_.take() : 0; sig != 0) {
             take_signal(sig);
             return run_end::signal;
         }
@@ -209,8 +215,11 @@ run_end runner::run_until(std::optional<double> seconds, const std::function<boo
         // Stops are looked for again at least this often, SIGCHLD or not.
         if (wait_ms < 0 || wait_ms > ptrace::waiter::repoll_ms)
             wait_ms = ptrace::waiter::repoll_ms;
+        if (wait_ms != 0)
+            out_.flush();
         pollfd fds[2] = {{session_->wait_fd(), POLLIN, 0}, {signals_.fd(), POLLIN, 0}};
-        ::poll(fds, 2, wait_ms);
+        int n = ::poll(fds, 2, wait_ms);
+        signal_ready = n < 0 || (n > 0 && (fds[1].revents & POLLIN) != 0);
     }
 }
 

@@ -101,14 +101,12 @@ std::optional<call_site_reader::cfa_rule> call_site_reader::cfa_of(std::uint64_t
     return result;
 }
 
-std::optional<target_addr> call_site_reader::read(tid_t tid, target_addr site, target_memory& mem)
+std::optional<target_addr> call_site_reader::read(const ptrace::registers& regs, target_addr site,
+                                                   target_memory& mem)
 {
-    auto regs = ptrace::registers::read(tid);
-    if (!regs)
-        return std::nullopt;
-    const std::uint64_t sp = regs->sp().value;
+    const std::uint64_t sp = regs.sp().value;
     std::array<std::byte, stack_window> stack{};
-    const std::size_t got = mem.read(regs->sp(), stack);
+    const std::size_t got = mem.read(regs.sp(), stack);
     auto word = [&](std::uint64_t addr) -> std::optional<std::uint64_t> {
         if (addr < sp || addr + 8 > sp + got)
             return std::nullopt;
@@ -131,7 +129,7 @@ std::optional<target_addr> call_site_reader::read(tid_t tid, target_addr site, t
         if (!rule || (rule->from_rbp && depth > 0))
             return std::nullopt;
         // In the caller, at the return address, sp is the callee's CFA.
-        cfa = (rule->from_rbp ? regs->raw().rbp : cfa) + static_cast<std::uint64_t>(rule->offset);
+        cfa = (rule->from_rbp ? regs.raw().rbp : cfa) + static_cast<std::uint64_t>(rule->offset);
         ret = word(cfa - 8);
     }
     return std::nullopt;

@@ -16,6 +16,7 @@
 
 #include "base/target_memory.hpp"
 #include "base/types.hpp"
+#include "ptrace/registers_x86_64.hpp"
 
 namespace tdctl::core {
 
@@ -26,11 +27,12 @@ public:
     call_site_reader(const call_site_reader&) = delete;
     call_site_reader& operator=(const call_site_reader&) = delete;
 
-    /// The call site of the report `tid` is stopped at (`site`: the
-    /// reporting address): a return address in the caller of
-    /// pthread_create. std::nullopt when a frame cannot be stepped over
-    /// (no CFI, a CFA not relative to sp, unreadable stack) or the LWP is gone.
-    std::optional<target_addr> read(tid_t tid, target_addr site, target_memory& mem);
+    /// The call site of the report a thread is stopped at (`regs`: its
+    /// registers at the trap, `site`: the reporting address): a return
+    /// address in the caller of pthread_create. std::nullopt when a frame
+    /// cannot be stepped over (no CFI, a CFA not relative to sp, unreadable
+    /// stack).
+    std::optional<target_addr> read(const ptrace::registers& regs, target_addr site, target_memory& mem);
 
     /// The modules changed (an exec): every cached module and rule is dropped.
     void reset();

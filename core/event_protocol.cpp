@@ -70,7 +70,7 @@ td_status event_protocol::write_global_mask(const td_thr_events_t& mask)
 }
 
 bool event_protocol::write_setting(target_addr address, std::span<const std::byte> bytes, change_kind kind,
-                                   target_addr record)
+                                   target_addr record, std::optional<std::int32_t> record_tid)
 {
     if (journal_ == nullptr)
         return target_.memory().write(address, bytes);
@@ -78,7 +78,7 @@ bool event_protocol::write_setting(target_addr address, std::span<const std::byt
     // now (a record may pass to another thread between two writes).
     std::optional<change_guard> guard;
     if (!record.is_null())
-        guard = record_guard(record);
+        guard = record_tid ? change_guard::on(record + layout_.tid.offset, *record_tid) : record_guard(record);
     return journal_->write(address, bytes, kind, guard);
 }
 
@@ -98,13 +98,13 @@ td_result<bool> event_protocol::read_report_events(target_addr handle)
     return *v != 0;
 }
 
-td_status event_protocol::write_report_events(target_addr handle, bool on)
+td_status event_protocol::write_report_events(target_addr handle, bool on, std::optional<std::int32_t> record_tid)
 {
     const std::uint32_t n = layout_.report_events.element_bytes();
     const std::uint64_t v = on ? 1 : 0;
     if (n == 0 || n > 8 ||
         !write_setting(handle + layout_.report_events.offset, std::as_bytes(std::span(&v, 1)).first(n),
-                       change_kind::thread_enable, handle))
+                       change_kind::thread_enable, handle, record_tid))
         return td_fail(TD_DBERR);
     return {};
 }
@@ -229,23 +229,30 @@ td_result<event_buffer> event_protocol::consume(target_addr handle, bool with_st
     b.nextevent = target_addr{next};
     b.start_routine = target_addr{start};
 
+    // The writes, in this order, with one call where the memory allows:
+    // the emptied buffer; then, at the head (the usual case when every
+    // message is drained at its stop), the head taken off and its link
+    // cleared. Elsewhere on the list, unlink() walks it.
+    std::array<std::pair<target_addr, std::span<const std::byte>>, 3> writes;
+    std::size_t nwrites = 0;
     if (!b.is_empty() || b.eventdata != 0) {
         std::memset(span.data() + (num.offset - lo), 0, num.element_bytes());
         std::memset(span.data() + (data.offset - lo), 0, data.element_bytes());
-        if (!target_.memory().write(handle + lo, std::span<const std::byte>(span.data(), hi - lo)))
-            return td_fail(TD_DBERR);
+        writes[nwrites++] = {handle + lo, std::span<const std::byte>(span.data(), hi - lo)};
     }
-    if (head == handle.value && next != handle.value) {
-        // At the head (the usual case when every message is drained at its
-        // stop): one write takes it off, one clears its link.
-        if (!write_uint(target_.memory(), layout_.last_event, next_bytes, next))
-            return td_fail(TD_DBERR);
-        if (next != 0 && !write_uint(target_.memory(), handle + layout_.nextevent.offset, next_bytes, 0))
-            return td_fail(TD_DBERR);
-    } else if (head != 0 || next != 0) {
+    const bool at_head = head == handle.value && next != handle.value;
+    static constexpr std::uint64_t zero = 0;
+    if (at_head) {
+        writes[nwrites++] = {layout_.last_event, std::as_bytes(std::span(&next, 1)).first(next_bytes)};
+        if (next != 0)
+            writes[nwrites++] = {handle + layout_.nextevent.offset,
+                                 std::as_bytes(std::span(&zero, 1)).first(next_bytes)};
+    }
+    if (nwrites != 0 && !target_.memory().write_many(std::span(writes.data(), nwrites)))
+        return td_fail(TD_DBERR);
+    if (!at_head && (head != 0 || next != 0))
         if (auto r = unlink(handle); !r)
             return td_fail(r.error());
-    }
     return b;
 }
 

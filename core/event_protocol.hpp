@@ -97,7 +97,9 @@ public:
     td_status write_global_mask(const td_thr_events_t& mask);
 
     td_result<bool> read_report_events(target_addr handle);
-    td_status write_report_events(target_addr handle, bool on);
+    /// `record_tid`, when the caller has just read the record's tid field,
+    /// is used for the journal's guard instead of reading it again.
+    td_status write_report_events(target_addr handle, bool on, std::optional<std::int32_t> record_tid = {});
     /// Before the library initialises there is no record: the flag new
     /// threads start with (glibc's __nptl_initial_report_events).
     td_result<bool> read_initial_report_events();
@@ -145,9 +147,10 @@ private:
     /// the record it points to can no longer be read.
     td_status cut_unmapped(target_addr link);
     /// Writes a mask or flag, through the journal when there is one.
-    /// `record`: the thread record the field belongs to (guard on its tid).
+    /// `record`: the thread record the field belongs to (guard on its tid,
+    /// `record_tid` when known, else read now).
     bool write_setting(target_addr address, std::span<const std::byte> bytes, change_kind kind,
-                       target_addr record = {});
+                       target_addr record = {}, std::optional<std::int32_t> record_tid = {});
     target_access& target_;
     change_journal* journal_ = nullptr;
     protocol_layout layout_;

@@ -371,12 +371,12 @@ void session::remove_sites(const std::vector<td_event_e>& events)
     }
 }
 
-void session::enable_thread_for_watch(target_addr handle)
+void session::enable_thread_for_watch(target_addr handle, std::optional<std::int32_t> record_tid)
 {
     if ((!armed_ && stop_events_.empty()) || settling_ || !agent_ || handle.is_null())
         return;
     will_write_settings();
-    (void)agent_->protocol().write_report_events(handle, true);
+    (void)agent_->protocol().write_report_events(handle, true, record_tid);
 }
 
 td_status session::arm(const std::vector<td_event_e>& events)
@@ -808,7 +808,13 @@ target_addr session::call_site_of(const ptrace::stop_event& ev)
 {
     if (!call_sites_)
         call_sites_ = std::make_unique<call_site_reader>(pid());
-    return call_sites_->read(ev.tid, ev.address, memory()).value_or(target_addr{});
+    // The registers the trap was recognised by; read again only if gone.
+    auto regs = process_->trap_registers(ev.tid);
+    if (!regs)
+        regs = ptrace::registers::read(ev.tid);
+    if (!regs)
+        return {};
+    return call_sites_->read(*regs, ev.address, memory()).value_or(target_addr{});
 }
 
 void session::on_thread_created(const ptrace::stop_event& ev)
@@ -853,7 +859,7 @@ void session::enable_born_at_clone(tid_t child)
         // Born now, so its flag "before" is the record's own original,
         // not what a dead thread left in it.
         settings_->note_born(t->thread_pointer);
-        enable_thread_for_watch(t->thread_pointer);
+        enable_thread_for_watch(t->thread_pointer, *tid);
     }
 }
 

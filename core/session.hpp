@@ -228,10 +228,10 @@ public:
     /// Kills the target.
     void kill();
     bool is_alive() const { return process_->is_alive() && !process_->is_detached(); }
-    /// Stops already collected but not yet handed out by pump(): a caller
-    /// must pump again before it sleeps on wait_fd(), which does not signal
-    /// them.
-    bool has_pending() const { return is_alive() && process_->has_queued_events(); }
+    /// Stops already collected but not yet handed out by pump(), or statuses
+    /// not looked for since the last one was taken: a caller must pump again
+    /// before it sleeps on wait_fd(), which does not signal them.
+    bool has_pending() const { return is_alive() && process_->may_have_events(); }
 
     /// For poll(): readable when the target may have a stop to handle.
     int wait_fd() const { return process_->wait_fd(); }
@@ -271,7 +271,7 @@ private:
     bool is_death_armed() const;
     /// The thread handle of an LWP (thread_backend::handle_of).
     std::optional<target_addr> handle_of(tid_t lwp);
-    void enable_thread_for_watch(target_addr handle);
+    void enable_thread_for_watch(target_addr handle, std::optional<std::int32_t> record_tid = {});
     /// A mask or flag is about to be written (the change journal records
     /// it): a later detach lets late reports settle.
     void will_write_settings();

@@ -42,27 +42,33 @@ void append_escaped_byte(std::string& out, unsigned char b) {
 
 class text_sink final : public event_sink {
 public:
-    explicit text_sink(std::FILE* out) : out_(out) {}
+    text_sink(std::FILE* out, bool flush_each_line) : out_(out), flush_(flush_each_line) {}
 
     void write(const event_message& msg) override {
         std::string line = format_event_text(msg);
         line.push_back('\n');
         std::fwrite(line.data(), 1, line.size(), out_);
-        std::fflush(out_);
+        if (flush_) std::fflush(out_);
     }
 
 private:
     std::FILE* out_;
+    bool flush_;
 };
 
 class jsonl_sink final : public event_sink {
 public:
-    explicit jsonl_sink(std::FILE* out) : out_(out) {}
+    jsonl_sink(std::FILE* out, bool flush_each_line) : out_(out), flush_(flush_each_line) {}
 
-    void write(const event_message& msg) override { write_json_line(out_, event_to_json(msg)); }
+    void write(const event_message& msg) override {
+        std::string line = json_line(event_to_json(msg));
+        std::fwrite(line.data(), 1, line.size(), out_);
+        if (flush_) std::fflush(out_);
+    }
 
 private:
     std::FILE* out_;
+    bool flush_;
 };
 
 // Width of the longest event name ("TD_PRI_INHERIT", "TD_CONCURRENCY"), so the
@@ -174,12 +180,12 @@ json_record event_to_json(const event_message& msg) {
     return record;
 }
 
-std::unique_ptr<event_sink> make_text_sink(std::FILE* out) {
-    return std::make_unique<text_sink>(out);
+std::unique_ptr<event_sink> make_text_sink(std::FILE* out, bool flush_each_line) {
+    return std::make_unique<text_sink>(out, flush_each_line);
 }
 
-std::unique_ptr<event_sink> make_jsonl_sink(std::FILE* out) {
-    return std::make_unique<jsonl_sink>(out);
+std::unique_ptr<event_sink> make_jsonl_sink(std::FILE* out, bool flush_each_line) {
+    return std::make_unique<jsonl_sink>(out, flush_each_line);
 }
 
 }  // namespace tdctl::events

@@ -27,15 +27,17 @@ public:
 /// reporter is 0 (a manual getmsg); tid 0 (unknown) prints as "tid ?".
 /// TD_CREATE adds " start 0xADDR (symbol)", TD_DEATH " lifetime S s", and
 /// each frame of a stack follows on a line of its own (format_frame_text).
-/// `out` is borrowed, not closed; each line is flushed.
-std::unique_ptr<event_sink> make_text_sink(std::FILE* out);
+/// `out` is borrowed, not closed; each line is flushed unless
+/// flush_each_line is false (the caller flushes).
+std::unique_ptr<event_sink> make_text_sink(std::FILE* out, bool flush_each_line = true);
 
 /// JSON Lines: {"type":"event","event":"TD_CREATE","tid":N,"name":"…",
-/// "handle":"0x…","data":"0x…","reporter":N,"time":S}; flushed per line.
+/// "handle":"0x…","data":"0x…","reporter":N,"time":S}; flushed per line
+/// unless flush_each_line is false (the caller flushes).
 /// Keys always present and in this order; reporter is 0 for a manual getmsg.
 /// Then, only when set: "ns_tid" (after tid), "origin", "call_site" (TD_CREATE).
 /// `out` is borrowed, not closed.
-std::unique_ptr<event_sink> make_jsonl_sink(std::FILE* out);
+std::unique_ptr<event_sink> make_jsonl_sink(std::FILE* out, bool flush_each_line = true);
 
 /// The message as the JSON Lines sink prints it (without the newline), for
 /// callers that embed or post-process event records.

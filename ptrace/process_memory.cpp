@@ -86,6 +86,28 @@ std::size_t process_memory::read_many(std::span<const std::pair<target_addr, std
     return total;
 }
 
+bool process_memory::write_many(std::span<const std::pair<target_addr, std::span<const std::byte>>> ranges)
+{
+    std::vector<iovec> local, remote;
+    local.reserve(ranges.size());
+    remote.reserve(ranges.size());
+    std::size_t want = 0;
+    for (const auto& [addr, bytes] : ranges) {
+        local.push_back({const_cast<std::byte*>(bytes.data()), bytes.size()});
+        remote.push_back({reinterpret_cast<void*>(addr.value), bytes.size()});
+        want += bytes.size();
+    }
+    ssize_t n = ::process_vm_writev(pid_, local.data(), local.size(), remote.data(), remote.size(), 0);
+    if (n == static_cast<ssize_t>(want))
+        return true;
+    // Short (a read-only page, a range that went away): each range again,
+    // through /proc/PID/mem, which also writes read-only mappings.
+    bool all = true;
+    for (const auto& [addr, bytes] : ranges)
+        all = write(addr, bytes) && all;
+    return all;
+}
+
 bool process_memory::write(target_addr addr, std::span<const std::byte> in)
 {
     return transfer(mem_fd_.get(), addr, in, 0, ::pwrite) == in.size();

@@ -21,6 +21,9 @@ public:
     /// Reads several ranges with one process_vm_readv; returns total bytes read.
     /// Each range is (address, destination).
     std::size_t read_many(std::span<const std::pair<target_addr, std::span<std::byte>>> ranges) override;
+    /// Writes several ranges with one process_vm_writev (writable mappings
+    /// only); when that falls short, each range again through /proc/PID/mem.
+    bool write_many(std::span<const std::pair<target_addr, std::span<const std::byte>>> ranges) override;
 
     /// After exec the old /proc/PID/mem refers to the old image: reopen it.
     void reopen();

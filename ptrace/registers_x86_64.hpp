@@ -28,6 +28,8 @@ public:
     long syscall_number() const { return static_cast<long>(regs_.orig_rax); }
     /// First syscall argument (rdi).
     std::uint64_t arg0() const { return regs_.rdi; }
+    /// Fifth syscall argument (r8): clone(2)'s tls on x86_64.
+    std::uint64_t arg4() const { return regs_.r8; }
 
     /// Performs a `ret` on these registers (not yet on the task: write() does
     /// that): pc <- the 8-byte return address at [sp], read from mem; sp += 8.

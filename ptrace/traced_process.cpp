@@ -832,6 +832,36 @@ std::optional<std::uint64_t> traced_process::read_clone_flags(long syscall_numbe
     return std::nullopt;
 }
 
+std::optional<std::pair<std::uint64_t, target_addr>> traced_process::read_clone_request(const registers& parent)
+{
+    // struct clone_args (linux/sched.h): flags, pidfd, child_tid, parent_tid,
+    // exit_signal, stack, stack_size, tls — eight 64-bit fields.
+    struct clone_args_head {
+        std::uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+    };
+    std::uint64_t flags = 0;
+    std::uint64_t tls = 0;
+    switch (parent.syscall_number()) {
+    case SYS_vfork:
+        return std::pair{std::uint64_t{CLONE_VFORK}, parent.thread_pointer()};
+    case SYS_clone:
+        flags = parent.arg0();
+        tls = parent.arg4();
+        break;
+    case SYS_clone3: {
+        clone_args_head args{};
+        if (!memory_->read_value(target_addr{parent.arg0()}, args))
+            return std::nullopt;
+        flags = args.flags;
+        tls = args.tls;
+        break;
+    }
+    default:
+        return std::nullopt;
+    }
+    return std::pair{flags, (flags & CLONE_SETTLS) != 0 ? target_addr{tls} : parent.thread_pointer()};
+}
+
 std::optional<stop_event> traced_process::on_clone(task& parent)
 {
     hold_stopped(parent);
@@ -839,10 +869,15 @@ std::optional<stop_event> traced_process::on_clone(task& parent)
     ptrace_call(PTRACE_GETEVENTMSG, parent.tid, nullptr, &msg);
     tid_t child{static_cast<pid_t>(msg)};
 
-    // Is it a thread of this process?
+    // Is it a thread of this process, and what is its thread pointer? Both
+    // come from what the parent asked of clone: no register read of the child.
     std::uint64_t flags = CLONE_THREAD;
+    std::optional<target_addr> thread_pointer;
     if (auto regs = registers::read(parent.tid))
-        flags = read_clone_flags(regs->syscall_number(), regs->arg0()).value_or(CLONE_THREAD);
+        if (auto request = read_clone_request(*regs)) {
+            flags = request->first;
+            thread_pointer = request->second;
+        }
 
     auto first = wait_first_stop(child);
     if (!first || !first->is_stop()) {
@@ -861,7 +896,9 @@ std::optional<stop_event> traced_process::on_clone(task& parent)
 
     task& t = add_task(child);
     t.stopped = true;
-    if (auto regs = registers::read(child))
+    if (thread_pointer)
+        t.thread_pointer = *thread_pointer;
+    else if (auto regs = registers::read(child))
         t.thread_pointer = regs->thread_pointer();
     parent.newest_clone_child = child;
     return stop_event{stop_kind::thread_created, parent.tid, child, {}, 0};

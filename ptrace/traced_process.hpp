@@ -124,6 +124,9 @@ public:
     /// loop for at most timeout_ms (0: poll; -1: until one comes).
     std::optional<stop_event> next_event(int timeout_ms);
     bool has_queued_events() const { return !queue_.empty(); }
+    /// A stop may be waiting now (queued, or a status the wait loop has not
+    /// looked for since it last found one): look before sleeping on wait_fd().
+    bool may_have_events() const { return !queue_.empty() || waiter_->may_have_more(); }
 
     /// The owner is done with tid's stop: restart it (deferred while held).
     void resume(tid_t tid);
@@ -231,6 +234,11 @@ private:
     /// (from its syscall number and first argument); std::nullopt for any
     /// other call, or when clone3's clone_args cannot be read.
     std::optional<std::uint64_t> read_clone_flags(long syscall_number, std::uint64_t arg0);
+    /// What a clone stop's parent asked for: its CLONE_* flags and the new
+    /// thread's thread pointer (the tls argument with CLONE_SETTLS, else the
+    /// parent's own), from the parent's registers and, for clone3(2), one
+    /// read of its struct clone_args. std::nullopt when they cannot be read.
+    std::optional<std::pair<std::uint64_t, target_addr>> read_clone_request(const registers& parent);
     /// Detaches a new process (fork, vfork, clone without CLONE_THREAD); one
     /// with its own copy of our memory gets the original bytes back first.
     void let_go_new_process(tid_t child, bool has_own_memory);

@@ -61,37 +61,32 @@ waiter::waiter()
 
 void waiter::drain_fd()
 {
-    signalfd_siginfo info[16];
-    while (::read(fd_.get(), info, sizeof info) > 0) {
-    }
+    // SIGCHLD is a standard signal: at most one is pending, so one read
+    // empties the descriptor.
+    signalfd_siginfo info[4];
+    (void)::read(fd_.get(), info, sizeof info);
 }
 
 std::optional<std::pair<tid_t, wait_status>> waiter::wait_any(int timeout_ms, int wake_fd)
 {
     long long deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
-    // True when the look is final: a status, or no child at all (got stays empty).
-    auto reap = [this](std::optional<std::pair<tid_t, wait_status>>& got) {
+    for (;;) {
+        // Empty the descriptor before the look, never after it: a status
+        // that becomes waitable after this drain raises a SIGCHLD of its own,
+        // and one whose SIGCHLD the drain swallowed is found by the look. A
+        // burst of statuses needs one drain, at its start; after a look finds
+        // nothing, the next call drains again (its caller slept on the
+        // descriptor, or looks again soon).
+        if (stale_) {
+            drain_fd();
+            stale_ = false;
+        }
         taken_status taken = try_wait_any();
         if (taken.status)
-            got = std::pair{taken.tid, *taken.status};
-        else if (taken.no_child)
-            drain_fd();  // no child at all: nothing is to come
-        return taken.status.has_value() || taken.no_child;
-    };
-    for (;;) {
-        std::optional<std::pair<tid_t, wait_status>> got;
-        if (reap(got))
-            return got;
-        // Nothing to reap: empty the signalfd, then look once more. A status
-        // becomes waitable before its SIGCHLD is sent, so one whose signal
-        // this drain swallowed is found by the second look; after that the
-        // descriptor is readable exactly when a new status may be waiting.
-        // It is left readable while statuses remain (a status was returned
-        // without draining), so a caller's poll() never sleeps on a status
-        // nor spins on nothing.
-        drain_fd();
-        if (reap(got))
-            return got;
+            return std::pair{taken.tid, *taken.status};
+        stale_ = true;
+        if (taken.no_child)
+            return std::nullopt;  // no child at all: nothing is to come
         int wait_ms = repoll_ms;
         if (deadline >= 0) {
             long long left = deadline - now_ms();

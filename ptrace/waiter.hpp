@@ -58,6 +58,10 @@ public:
     /// never blocking; errors as try_wait(). Leaves the signalfd as it is.
     taken_status try_wait_any();
 
+    /// True while the last look of wait_any() found a status: more may be
+    /// waiting whose SIGCHLD that call's drain took, so a caller should look
+    /// again before it sleeps on the descriptor.
+    bool may_have_more() const { return !stale_; }
     /// The signalfd, readable when SIGCHLD is pending (for poll()).
     int fd() const { return fd_.get(); }
 
@@ -66,6 +70,9 @@ public:
 
 private:
     unique_fd fd_;
+    /// The descriptor may be readable with nothing to take (set when a look
+    /// found no status): wait_any() drains it before its next look.
+    bool stale_ = true;
 };
 
 /// waitpid(child, __WALL|WNOHANG) for a child process tdctl does not trace
