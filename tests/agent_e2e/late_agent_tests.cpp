@@ -15,7 +15,11 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
+
+#include <elf.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -323,4 +327,99 @@ TEST_CASE("attach without --agent to a process that dlopen()ed the agent keeps n
     CHECK_FALSE(attached->contains("routed"));
     REQUIRE(test::wait_until([&] { return test::tracer_pid(target.pid()) == 0; }, 5s));
     CHECK(differences(before, snapshot(target.pid())).empty());
+}
+
+namespace {
+
+/// `readelf -W <args> path` split into lines; empty when readelf is missing.
+std::vector<std::string> readelf_lines(const std::vector<std::string>& args, const std::string& path)
+{
+    auto readelf = find_on_path("readelf");
+    if (!readelf)
+        return {};
+    std::vector<std::string> argv{*readelf, "-W"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back(path);
+    auto r = test::run_command(argv, 30s);
+    std::vector<std::string> lines;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);)
+        lines.push_back(line);
+    return lines;
+}
+
+}  // namespace
+
+TEST_CASE("import slots are readelf's JUMP_SLOT and GLOB_DAT relocations of undefined symbols")
+{
+    if (!find_on_path("readelf")) {
+        MESSAGE("readelf (binutils) is not installed: nothing to compare with");
+        return;
+    }
+    for (const char* name : {"e2e_late_agent", "e2e_late_agent_noplt"}) {
+        auto module = symbols::elf_module::open_file(fixture_path(name), target_addr{0});
+        REQUIRE(module != nullptr);
+        std::set<std::string> ours, theirs;
+        std::size_t plt = 0;
+        for (const auto& s : module->import_slots()) {
+            ours.insert(fmt::format("{:x} {}{}{}", s.address.value, s.name, s.version.empty() ? "" : "@", s.version));
+            plt += s.is_plt;
+        }
+        // "offset info type value name@version + addend", undefined: value 0.
+        for (const auto& line : readelf_lines({"-r"}, fixture_path(name))) {
+            std::istringstream in(line);
+            std::string offset, info, type, value, symbol;
+            in >> offset >> info >> type >> value >> symbol;
+            if ((type == "R_X86_64_JUMP_SLOT" || type == "R_X86_64_GLOB_DAT") &&
+                value.find_first_not_of('0') == std::string::npos && !symbol.empty())
+                theirs.insert(fmt::format("{:x} {}", std::stoull(offset, nullptr, 16), symbol));
+        }
+        INFO(name);
+        CHECK(ours == theirs);
+        CHECK(ours.contains(fmt::format("{:x} pthread_mutex_lock@GLIBC_2.2.5",
+                                        [&] {
+                                            for (const auto& s : module->import_slots())
+                                                if (s.name == "pthread_mutex_lock")
+                                                    return s.address.value;
+                                            return std::uint64_t{0};
+                                        }())));
+        // Lazy PLT calls in one, GOT-only calls (no JUMP_SLOT) in the other.
+        if (std::string_view(name) == "e2e_late_agent_noplt")
+            CHECK(plt == 0);
+        else
+            CHECK(plt > 0);
+    }
+}
+
+TEST_CASE("the routed functions are the agent's wrappers of libc functions, all of them")
+{
+    auto agent = symbols::elf_module::open_file(agent_library(), target_addr{0});
+    REQUIRE(agent != nullptr);
+    auto wrapped = core::agent_wrapped_functions();
+    for (auto name : wrapped) {
+        auto s = agent->lookup(name);
+        CHECK_MESSAGE((s && s->type == STT_FUNC), name);
+    }
+    // Every function the agent exports that libc also defines is routed.
+    auto libc_path = [] {
+        for (const char* p : {"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6"})
+            if (access(p, R_OK) == 0)
+                return std::string(p);
+        return std::string();
+    }();
+    if (libc_path.empty() || !find_on_path("readelf")) {
+        MESSAGE("no libc.so.6 or readelf to compare with");
+        return;
+    }
+    auto libc = symbols::elf_module::open_file(libc_path, target_addr{0});
+    for (const auto& line : readelf_lines({"--dyn-syms"}, agent_library())) {
+        std::istringstream in(line);
+        std::string num, value, size, type, bind, vis, ndx, name;
+        in >> num >> value >> size >> type >> bind >> vis >> ndx >> name;
+        if (type != "FUNC" || ndx == "UND" || name.empty())
+            continue;
+        name = name.substr(0, name.find('@'));
+        if (libc->lookup(name))
+            CHECK_MESSAGE(std::find(wrapped.begin(), wrapped.end(), name) != wrapped.end(), name, " is not routed");
+    }
 }
