@@ -423,3 +423,65 @@ TEST_CASE("the routed functions are the agent's wrappers of libc functions, all 
             CHECK_MESSAGE(std::find(wrapped.begin(), wrapped.end(), name) != wrapped.end(), name, " is not routed");
     }
 }
+
+TEST_CASE("python3 that loaded the agent with ctypes: its threads' lock waits reported, everything restored")
+{
+    test::require_ptrace();
+    auto python = find_on_path("python3");
+    if (!python) {
+        MESSAGE("python3 is not installed");
+        return;
+    }
+    // Two threads before the CDLL, two after, all taking one lock in turn
+    // (holding it 2 ms, so the others wait).
+    test::temp_file script("tdctl-late-agent-py");
+    {
+        std::FILE* f = std::fopen(script.path().c_str(), "w");
+        REQUIRE(f != nullptr);
+        std::fputs("import ctypes, os, sys, threading, time\n"
+                   "lock = threading.Lock()\n"
+                   "def worker():\n"
+                   "    while True:\n"
+                   "        with lock:\n"
+                   "            time.sleep(0.002)\n"
+                   "def start(n):\n"
+                   "    ts = [threading.Thread(target=worker, daemon=True) for _ in range(n)]\n"
+                   "    for t in ts: t.start()\n"
+                   "    return ts\n"
+                   "early = start(2)\n"
+                   "time.sleep(0.2)\n"
+                   "ctypes.CDLL(sys.argv[1])\n"
+                   "late = start(2)\n"
+                   "print('ready', os.getpid(), *[t.native_id for t in early + late], flush=True)\n"
+                   "while True:\n"
+                   "    time.sleep(1)\n",
+                   f);
+        std::fclose(f);
+    }
+    auto py = test::child_process::spawn({*python, script.path(), agent_library()});
+    std::istringstream ready(py.require_line(30s));
+    std::string word;
+    pid_t pid = 0;
+    ready >> word >> pid;
+    REQUIRE(word == "ready");
+    std::set<pid_t> early, late;
+    for (int i = 0; i < 4; ++i) {
+        pid_t tid = 0;
+        ready >> tid;
+        (i < 2 ? early : late).insert(tid);
+    }
+    auto before = snapshot(pid);
+    auto run = attach_and_watch(pid, "2");
+    INFO(describe_run(run));
+    REQUIRE(run.result.status.is_success());
+    for (const auto* who : {&early, &late}) {
+        auto n = events_by(run, *who);
+        MESSAGE(fmt::format("python3 {} threads: {} SLEEP, {} READY, {} LOCK_TRY", who == &early ? "early" : "late",
+                            n["TD_SLEEP"], n["TD_READY"], n["TD_LOCK_TRY"]));
+        CHECK(n["TD_SLEEP"] > 0);
+        CHECK(n["TD_READY"] > 0);
+    }
+    REQUIRE(test::wait_until([&] { return test::tracer_pid(pid) == 0; }, 5s));
+    CHECK_MESSAGE(differences(before, snapshot(pid)).empty(), differences(before, snapshot(pid)));
+    CHECK(records_reporting(pid).second == 0);
+}
