@@ -67,7 +67,9 @@ static void push_on_last_event(struct tdagent_thread *subject)
 
 void tdagent_report(struct tdagent_thread *reporter, struct tdagent_thread *subject, td_event_e event, void *data)
 {
-    if (!tdagent_event_selected(reporter, event))
+    /* The shared records of unknown and departed threads never hold a
+     * message (several threads would write one buffer). */
+    if (!tdagent_event_selected(reporter, event) || subject == &tdagent_unregistered || subject == &tdagent_departed)
         return;
     void (*function)(struct tdagent_thread *) = tdagent_report_functions[event];
     if (function == NULL)

@@ -72,7 +72,7 @@ TDAGENT_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
 {
     struct tdagent_thread *self = tdagent_self;
     if (TDAGENT_UNLIKELY(self->report_events))
-        return mutex_lock_reporting(self, m);
+        return mutex_lock_reporting(tdagent_known_self(self), m);
     return tdagent_real.pthread_mutex_lock(m);
 }
 
@@ -81,6 +81,7 @@ TDAGENT_EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct time
     struct tdagent_thread *self = tdagent_self;
     if (!TDAGENT_UNLIKELY(self->report_events))
         return tdagent_real.pthread_mutex_timedlock(m, abstime);
+    self = tdagent_known_self(self);
     int err = tdagent_real.pthread_mutex_trylock(m);
     if (err != EBUSY)
         return err;
@@ -97,6 +98,7 @@ TDAGENT_EXPORT int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clock, 
     struct tdagent_thread *self = tdagent_self;
     if (!TDAGENT_UNLIKELY(self->report_events))
         return tdagent_real.pthread_mutex_clocklock(m, clock, abstime);
+    self = tdagent_known_self(self);
     int err = tdagent_real.pthread_mutex_trylock(m);
     if (err != EBUSY)
         return err;
@@ -144,7 +146,7 @@ TDAGENT_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *l)
 {
     struct tdagent_thread *self = tdagent_self;
     if (TDAGENT_UNLIKELY(self->report_events))
-        return rwlock_reporting(self, rd, l, 0, NULL);
+        return rwlock_reporting(tdagent_known_self(self), rd, l, 0, NULL);
     return tdagent_real.pthread_rwlock_rdlock(l);
 }
 
@@ -152,7 +154,7 @@ TDAGENT_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *l)
 {
     struct tdagent_thread *self = tdagent_self;
     if (TDAGENT_UNLIKELY(self->report_events))
-        return rwlock_reporting(self, wr, l, 0, NULL);
+        return rwlock_reporting(tdagent_known_self(self), wr, l, 0, NULL);
     return tdagent_real.pthread_rwlock_wrlock(l);
 }
 
@@ -160,7 +162,7 @@ TDAGENT_EXPORT int pthread_rwlock_timedrdlock(pthread_rwlock_t *l, const struct 
 {
     struct tdagent_thread *self = tdagent_self;
     if (TDAGENT_UNLIKELY(self->report_events))
-        return rwlock_reporting(self, timed_rd, l, 0, t);
+        return rwlock_reporting(tdagent_known_self(self), timed_rd, l, 0, t);
     return tdagent_real.pthread_rwlock_timedrdlock(l, t);
 }
 
@@ -168,7 +170,7 @@ TDAGENT_EXPORT int pthread_rwlock_timedwrlock(pthread_rwlock_t *l, const struct 
 {
     struct tdagent_thread *self = tdagent_self;
     if (TDAGENT_UNLIKELY(self->report_events))
-        return rwlock_reporting(self, timed_wr, l, 0, t);
+        return rwlock_reporting(tdagent_known_self(self), timed_wr, l, 0, t);
     return tdagent_real.pthread_rwlock_timedwrlock(l, t);
 }
 
@@ -176,7 +178,7 @@ TDAGENT_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t c, 
 {
     struct tdagent_thread *self = tdagent_self;
     if (TDAGENT_UNLIKELY(self->report_events))
-        return rwlock_reporting(self, clock_rd, l, c, t);
+        return rwlock_reporting(tdagent_known_self(self), clock_rd, l, c, t);
     return tdagent_real.pthread_rwlock_clockrdlock(l, c, t);
 }
 
@@ -184,7 +186,7 @@ TDAGENT_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t c, 
 {
     struct tdagent_thread *self = tdagent_self;
     if (TDAGENT_UNLIKELY(self->report_events))
-        return rwlock_reporting(self, clock_wr, l, c, t);
+        return rwlock_reporting(tdagent_known_self(self), clock_wr, l, c, t);
     return tdagent_real.pthread_rwlock_clockwrlock(l, c, t);
 }
 
@@ -205,7 +207,7 @@ TDAGENT_EXPORT int pthread_spin_lock(pthread_spinlock_t *l)
 {
     struct tdagent_thread *self = tdagent_self;
     if (TDAGENT_UNLIKELY(self->report_events))
-        return spin_lock_reporting(self, l);
+        return spin_lock_reporting(tdagent_known_self(self), l);
     return tdagent_real.pthread_spin_lock(l);
 }
 
@@ -216,6 +218,7 @@ TDAGENT_EXPORT int pthread_cond_wait(pthread_cond_t *cv, pthread_mutex_t *m)
     struct tdagent_thread *self = tdagent_self;
     if (!TDAGENT_UNLIKELY(self->report_events))
         return tdagent_real.pthread_cond_wait(cv, m);
+    self = tdagent_known_self(self);
     tdagent_report(self, self, TD_SLEEP, cv);
     int err = tdagent_real.pthread_cond_wait(cv, m);
     tdagent_report(self, self, TD_READY, cv);
@@ -235,6 +238,7 @@ TDAGENT_EXPORT int pthread_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *m
     struct tdagent_thread *self = tdagent_self;
     if (!TDAGENT_UNLIKELY(self->report_events))
         return tdagent_real.pthread_cond_timedwait(cv, m, abstime);
+    self = tdagent_known_self(self);
     tdagent_report(self, self, TD_SLEEP, cv);
     return finish_timed_cond_wait(self, cv, tdagent_real.pthread_cond_timedwait(cv, m, abstime));
 }
@@ -245,6 +249,7 @@ TDAGENT_EXPORT int pthread_cond_clockwait(pthread_cond_t *cv, pthread_mutex_t *m
     struct tdagent_thread *self = tdagent_self;
     if (!TDAGENT_UNLIKELY(self->report_events))
         return tdagent_real.pthread_cond_clockwait(cv, m, clock, abstime);
+    self = tdagent_known_self(self);
     tdagent_report(self, self, TD_SLEEP, cv);
     return finish_timed_cond_wait(self, cv, tdagent_real.pthread_cond_clockwait(cv, m, clock, abstime));
 }
@@ -265,6 +270,7 @@ TDAGENT_EXPORT int sem_wait(sem_t *s)
     struct tdagent_thread *self = tdagent_self;
     if (!TDAGENT_UNLIKELY(self->report_events))
         return tdagent_real.sem_wait(s);
+    self = tdagent_known_self(self);
     if (sem_try(s))
         return 0;
     tdagent_report(self, self, TD_SLEEP, s);
@@ -280,6 +286,7 @@ TDAGENT_EXPORT int sem_timedwait(sem_t *s, const struct timespec *abstime)
     struct tdagent_thread *self = tdagent_self;
     if (!TDAGENT_UNLIKELY(self->report_events))
         return tdagent_real.sem_timedwait(s, abstime);
+    self = tdagent_known_self(self);
     if (sem_try(s))
         return 0;
     tdagent_report(self, self, TD_SLEEP, s);
@@ -295,6 +302,7 @@ TDAGENT_EXPORT int sem_clockwait(sem_t *s, clockid_t clock, const struct timespe
     struct tdagent_thread *self = tdagent_self;
     if (!TDAGENT_UNLIKELY(self->report_events))
         return tdagent_real.sem_clockwait(s, clock, abstime);
+    self = tdagent_known_self(self);
     if (sem_try(s))
         return 0;
     tdagent_report(self, self, TD_SLEEP, s);
@@ -312,6 +320,7 @@ TDAGENT_EXPORT int pthread_barrier_wait(pthread_barrier_t *b)
     struct tdagent_thread *self = tdagent_self;
     if (!TDAGENT_UNLIKELY(self->report_events))
         return tdagent_real.pthread_barrier_wait(b);
+    self = tdagent_known_self(self);
     tdagent_report(self, self, TD_SLEEP, b);
     int err = tdagent_real.pthread_barrier_wait(b);
     tdagent_report(self, self, TD_READY, b);

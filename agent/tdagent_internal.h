@@ -22,8 +22,29 @@ extern struct tdagent_thread tdagent_unregistered TDAGENT_HIDDEN;
 extern __thread struct tdagent_thread *tdagent_self
     __attribute__((tls_model("initial-exec"), visibility("hidden")));
 
+/* Where a thread's TLS points once its exit path ran: report_events stays 0
+ * and the thread is never adopted again (TSD destructors, libc's teardown). */
+extern struct tdagent_thread tdagent_departed TDAGENT_HIDDEN;
+
 /* Registers the initial thread and resolves the real functions, once. */
 void tdagent_ensure_init(void) TDAGENT_HIDDEN;
+
+/* Gives the calling thread, unknown to the agent (it existed before the
+ * agent was loaded, or libc started it directly), a record: on the live
+ * list, counted, its pthread_t mapped, TD_DEATH at its exit through a TSD
+ * destructor. Reports TD_CREATE about it with tdagent_unregistered as the
+ * reporter, so a controller that enabled tdagent_unregistered (exported as
+ * __tdagent_unknown_thread) enables the new record at that report. Returns
+ * the record, or tdagent_unregistered when none can be had. */
+struct tdagent_thread *tdagent_adopt(void) TDAGENT_HIDDEN;
+
+/* The record a wrapper reports with once it saw report_events on: an unknown
+ * thread's is tdagent_unregistered, whose flag only a controller turns on,
+ * asking for unknown threads to be adopted. */
+static inline struct tdagent_thread *tdagent_known_self(struct tdagent_thread *self)
+{
+    return TDAGENT_UNLIKELY(self == &tdagent_unregistered) ? tdagent_adopt() : self;
+}
 
 /* ---- reporting (event_report.c) ---------------------------------------- */
 

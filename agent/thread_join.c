@@ -36,6 +36,7 @@ TDAGENT_EXPORT int pthread_join(pthread_t thread, void **value)
     if (!TDAGENT_UNLIKELY(self->report_events)) {
         err = tdagent_real.pthread_join(thread, value);
     } else {
+        self = tdagent_known_self(self);
         err = tdagent_real.pthread_tryjoin_np(thread, value);
         if (err == EBUSY) {
             tdagent_report(self, self, TD_SLEEP, join_object(rec, thread));
@@ -61,6 +62,7 @@ TDAGENT_EXPORT int pthread_timedjoin_np(pthread_t thread, void **value, const st
     if (!TDAGENT_UNLIKELY(self->report_events)) {
         err = tdagent_real.pthread_timedjoin_np(thread, value, abstime);
     } else {
+        self = tdagent_known_self(self);
         err = tdagent_real.pthread_tryjoin_np(thread, value);
         if (err == EBUSY) {
             tdagent_report(self, self, TD_SLEEP, join_object(rec, thread));
@@ -80,6 +82,7 @@ TDAGENT_EXPORT int pthread_clockjoin_np(pthread_t thread, void **value, clockid_
     if (!TDAGENT_UNLIKELY(self->report_events)) {
         err = tdagent_real.pthread_clockjoin_np(thread, value, clock, abstime);
     } else {
+        self = tdagent_known_self(self);
         err = tdagent_real.pthread_tryjoin_np(thread, value);
         if (err == EBUSY) {
             tdagent_report(self, self, TD_SLEEP, join_object(rec, thread));

@@ -12,6 +12,11 @@
 #include "thread_lifecycle.h"
 
 struct tdagent_thread tdagent_unregistered;
+/* The controller's handle on unknown threads: the flag it turns on to have
+ * them adopted (the protocol's initial-report flag, SPEC §5). */
+extern struct tdagent_thread __tdagent_unknown_thread
+    __attribute__((alias("tdagent_unregistered"), visibility("default")));
+struct tdagent_thread tdagent_departed = {.death_reported = 1};
 __thread struct tdagent_thread *tdagent_self __attribute__((tls_model("initial-exec"))) = &tdagent_unregistered;
 
 /* Creation handshake (record field `phase`). */
@@ -23,6 +28,18 @@ enum {
 
 static int init_state; /* 0: not yet, 1: running, 2: done */
 static struct tdagent_lock init_lock;
+
+/* Threads the agent did not start have no start wrapper: their exit path
+ * runs from this key's destructor (return, pthread_exit, cancellation). */
+static pthread_key_t exit_key;
+static int has_exit_key;
+static void thread_exit_hook(void *arg);
+
+static void watch_exit(struct tdagent_thread *rec)
+{
+    if (has_exit_key)
+        pthread_setspecific(exit_key, rec);
+}
 
 static void before_fork(void)
 {
@@ -56,6 +73,48 @@ static void register_initial_thread(void)
     rec->pthread = pthread_self();
     tdagent_registry_add_live(rec);
     tdagent_self = rec;
+    watch_exit(rec);
+}
+
+/* Whether the calling thread was created detached or detached since. The
+ * initial thread is joinable (and pthread_getattr_np would read
+ * /proc/self/maps for it). */
+static int calling_thread_is_detached(void)
+{
+    if (gettid() == getpid())
+        return 0;
+    pthread_attr_t attr;
+    int state = PTHREAD_CREATE_JOINABLE;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        pthread_attr_getdetachstate(&attr, &state);
+        pthread_attr_destroy(&attr);
+    }
+    return state == PTHREAD_CREATE_DETACHED;
+}
+
+struct tdagent_thread *tdagent_adopt(void)
+{
+    tdagent_ensure_init();
+    if (tdagent_self != &tdagent_unregistered)
+        return tdagent_self; /* the initial registration took this thread */
+    struct tdagent_thread *rec = tdagent_registry_alloc();
+    if (rec == NULL)
+        return &tdagent_unregistered;
+    rec->refs = 1; /* the lifecycle only; no creator */
+    rec->tid = gettid();
+    rec->pthread = pthread_self();
+    rec->state = calling_thread_is_detached() ? TDAGENT_DETACHED : TDAGENT_JOINABLE;
+    for (int i = 0; i < TD_EVENTSIZE; ++i)
+        rec->eventbuf.eventmask.event_bits[i] =
+            __atomic_load_n(&tdagent_unregistered.eventbuf.eventmask.event_bits[i], __ATOMIC_RELAXED);
+    tdagent_registry_add_live(rec);
+    tdagent_self = rec;
+    watch_exit(rec);
+    /* The controller enables the record at this report, as it does a new
+     * thread's at its creator's. */
+    tdagent_report(&tdagent_unregistered, rec, TD_CREATE, rec);
+    tdagent_report(&tdagent_unregistered, rec, TD_CONCURRENCY, (void *)(intptr_t)rec->birth_nthreads);
+    return rec;
 }
 
 void tdagent_ensure_init(void)
@@ -67,6 +126,7 @@ void tdagent_ensure_init(void)
         init_state = 1;
         tdagent_resolve_real();
         tdagent_rusage_init_from_env();
+        has_exit_key = pthread_key_create(&exit_key, thread_exit_hook) == 0;
         register_initial_thread();
         pthread_atfork(before_fork, after_fork_parent, after_fork_child);
         __atomic_store_n(&init_state, 2, __ATOMIC_RELEASE);
@@ -106,14 +166,19 @@ static void thread_exit_hook(void *arg)
     if (rec->death_reported)
         return;
     rec->death_reported = 1;
+    /* The record may go back to the pool below: the key's destructor must
+     * not find it later (a no-op when called from that destructor). */
+    if (has_exit_key && !rec->has_trampoline)
+        pthread_setspecific(exit_key, NULL);
 
     tdagent_report(rec, rec, TD_DEATH, rec);
     int n = tdagent_registry_remove_live(rec);
     tdagent_report(rec, rec, TD_CONCURRENCY, (void *)(intptr_t)n);
     __atomic_store_n(&rec->tid, 0, __ATOMIC_RELEASE);
     /* Whatever the thread still runs (TSD destructors, libc's teardown)
-     * reports nothing: the record may be reused from here on. */
-    tdagent_self = &tdagent_unregistered;
+     * reports nothing and is never adopted: the record may be reused from
+     * here on. */
+    tdagent_self = &tdagent_departed;
 
     int expected = TDAGENT_JOINABLE;
     if (__atomic_compare_exchange_n(&rec->state, &expected, TDAGENT_EXITED, 0, __ATOMIC_ACQ_REL,
@@ -150,6 +215,8 @@ TDAGENT_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
 {
     tdagent_ensure_init();
     struct tdagent_thread *self = tdagent_self;
+    if (TDAGENT_UNLIKELY(self->report_events))
+        self = tdagent_known_self(self);
     struct tdagent_thread *rec = tdagent_registry_alloc();
     if (rec == NULL)
         return EAGAIN;
@@ -197,6 +264,8 @@ TDAGENT_EXPORT void pthread_exit(void *value)
     /* Threads the agent started report from their start wrapper's cleanup
      * handler, after the user's own cleanup handlers; the initial thread
      * has no wrapper and reports here. */
+    if (TDAGENT_UNLIKELY(self->report_events))
+        self = tdagent_known_self(self);
     if (self != &tdagent_unregistered && !self->has_trampoline)
         thread_exit_hook(self);
     tdagent_real.pthread_exit(value);

@@ -237,6 +237,19 @@ constexpr const char* help_examples =
     "  tdctl -p PID -e 'top --count 3'        which thread burns CPU, waits for one, or is blocked (like pidstat -t)\n"
     "  tdctl -p PID -e 'watch --for 10s'      threads born and ended in 10 s, then each one's on/off-CPU split";
 
+// Whether /proc/PID/maps has a libtdagent.so mapping: --agent -p uses an
+// agent already there (the session checks its __tdagent_version). False
+// when maps cannot be read (the attach then says why).
+bool maps_agent(pid_t pid)
+{
+    std::ifstream maps(fmt::format("/proc/{}/maps", pid));
+    std::string line;
+    while (std::getline(maps, line))
+        if (line.find("/libtdagent.so") != std::string::npos)
+            return true;
+    return false;
+}
+
 // The option table (CLI11); an exit status when tdctl ends here (--help,
 // --version, a usage error).
 std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts, const early_options& early)
@@ -266,7 +279,8 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts, 
         ->type_name("FORMAT");
     app.add_flag("--debug", opts.debug, "log every ptrace request and stop to stderr");
     app.add_flag("--agent", opts.agent,
-                 "launch with libtdagent.so preloaded: the full event set (lock, sleep, signal, reap...)");
+                 "the full event set (lock, sleep, signal, reap...): launch with libtdagent.so preloaded, or, "
+                 "with -p, use the libtdagent.so the process already loaded and route its calls to it");
     app.footer("Usage: tdctl [options] -p PID    attach to a running process\n"
                "       tdctl [options] -- PROG [ARGS...]   launch PROG under tdctl\n"
                "With no commands, a launched program is watched until it exits; an attached one gets an\n"
@@ -321,9 +335,11 @@ std::optional<int> check_command_line(cli_options& opts, const early_options& ea
     opts.trace_format = *format;
     if (opts.trace_path.empty() && opts.trace_format_text != "perfetto")
         return usage_error(early, "--trace-format needs --trace FILE");
-    if (opts.agent && opts.pid != 0)
-        return usage_error(early, "--agent preloads libtdagent.so into a launched program; it cannot be loaded into a "
-                           "running process (-p)");
+    if (opts.agent && opts.pid != 0 && !maps_agent(opts.pid))
+        return usage_error(early, fmt::format("--agent -p {}: libtdagent.so is not loaded in the target; loading it "
+                                              "into a running process is not available (launch with --agent, or "
+                                              "have the program dlopen() it)",
+                                              opts.pid));
     return std::nullopt;
 }
 
@@ -373,7 +389,7 @@ std::expected<std::unique_ptr<core::session>, int> start_session(const cli_optio
 {
     try {
         if (!opts.launched())
-            return core::session::attach(opts.pid, signals.fd());
+            return core::session::attach(opts.pid, signals.fd(), opts.agent);
         auto launch = launch_options_for(opts, out);
         if (!launch)
             return std::unexpected(exit_failed);

@@ -70,17 +70,23 @@ json_record session_start_record::json() const
     } else {
         rec["reason"] = library.no_library_reason;
     }
+    if (routed)
+        rec["routed"] = {{"slots", routed->slots}, {"modules", routed->modules}, {"already", routed->already}};
     rec["time"] = events::json_seconds(time);
     return rec;
 }
 
 session_start_record start_record_of(core::session& session, bool launched)
 {
+    std::optional<session_start_record::routing_counts> routed;
+    if (const auto& r = session.routing())
+        routed = session_start_record::routing_counts{r->slots, r->modules, r->already};
     return {.launched = launched,
             .pid = session.pid(),
             .name = procfs::process_name(session.pid()),
             .threads = session.lwps().size(),
             .library = library_of(session),
+            .routed = routed,
             .time = seconds_since_start()};
 }
 
@@ -89,6 +95,8 @@ std::string session_start_record::text() const
     std::string lib = library.found ? fmt::format("thread library {} {} (events: {})", library.backend, library.version,
                                                   join_short_names(library.events, ""))
                                     : "no thread library: " + library.no_library_reason;
+    if (routed)
+        lib += fmt::format("; {} GOT slots in {} modules routed to the agent", routed->slots, routed->modules);
     return fmt::format("{} process {} ({}), {} threads; {}", launched ? "launched" : "attached to", pid,
                        events::printable_name(name), threads, lib);
 }

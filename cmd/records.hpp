@@ -43,6 +43,12 @@ struct session_start_record {
     std::string name;            ///< /proc/PID/comm
     std::size_t threads = 0;     ///< LWPs at the start
     library_info library;
+    /// An attach with --agent: GOT slots routed to the agent, in how many
+    /// modules, and slots that pointed at it already (core::routing_tally).
+    struct routing_counts {
+        std::size_t slots = 0, modules = 0, already = 0;
+    };
+    std::optional<routing_counts> routed;
     double time = 0;
     json_record json() const;
     std::string text() const;

@@ -31,10 +31,13 @@ session::session(std::unique_ptr<ptrace::traced_process> process)
         ns_pid_ = st->ns_pids.back();
 }
 
-std::unique_ptr<session> session::attach(pid_t pid, int cancel_fd)
+std::unique_ptr<session> session::attach(pid_t pid, int cancel_fd, bool with_agent)
 {
     std::unique_ptr<session> s(new session(ptrace::traced_process::attach(pid, cancel_fd)));
+    s->passes_by_late_agent_ = !with_agent;
     s->load_symbols();
+    if (with_agent)
+        s->route_calls_to_agent();
     // Every thread stays stopped until a command needs the target running
     // (release_lingering): `-p PID -e threads -e detach` stops it once.
     s->held_ = false;
@@ -75,7 +78,11 @@ void session::load_symbols()
     backend_ = nullptr;
     agent_.reset();
     no_agent_reason_.clear();
-    auto agent = thread_agent::create(*this, &no_agent_reason_);
+    // A late agent (dlopen()ed after libc) sees no call until they are
+    // routed to it; without --agent, nptl serves.
+    bool consider_tdagent = !passes_by_late_agent_ || !has_module("libtdagent.so") ||
+                            agent_precedes_libc(*this).value_or(true);
+    auto agent = thread_agent::create(*this, &no_agent_reason_, consider_tdagent);
     if (agent)
         agent_ = std::move(*agent);
     if (agent_) {
@@ -90,6 +97,20 @@ void session::load_symbols()
         if (auto listed = agent_->protocol().message_list())
             listed_at_attach_.insert(listed->begin(), listed->end());
     log::debug("thread library: {}", agent_ ? agent_->backend() : no_agent_reason_);
+}
+
+void session::route_calls_to_agent()
+{
+    if (!agent_ || agent_->backend() != "tdagent")
+        throw error::target(fmt::format(
+            "--agent: libtdagent.so is not loaded in the target ({}); loading it into a running process is not "
+            "available",
+            has_module("libtdagent.so") ? no_agent_reason_ : "no module exports __tdagent_version"));
+    routing_ = route_to_agent(modules_, process_->journal(), process_->memory());
+    for (const auto& p : routing_->problems)
+        log::warning("routing to the agent: {}", p);
+    log::debug("routed {} GOT slots in {} modules to the agent ({} already bound to it)", routing_->slots,
+               routing_->modules, routing_->already);
 }
 
 void session::follow_loader()
@@ -428,6 +449,12 @@ td_status session::enable_for_arm(const std::vector<td_event_e>& planted)
 {
     if (auto r = agent_->set_event(events::to_event_set(planted)); !r)
         return r;
+    // Threads the library does not know yet are adopted, and enabled at
+    // their TD_CREATE report, once this flag is on.
+    if (backend_->traits().adopts_unknown_threads && agent_->layout().initial_report_events) {
+        will_write_settings();
+        (void)agent_->protocol().write_initial_report_events(true);
+    }
     auto threads = agent_->thr_iter();
     if (!threads)
         return td_fail(threads.error());
@@ -668,6 +695,10 @@ void session::detach()
     remove_sites(stop_events_);
     stop_events_.clear();
     consume_our_messages();
+    // Calls go back to where they went before the attach while every
+    // thread is stopped (a thread inside a wrapper finishes there: the agent
+    // stays loaded).
+    process_->journal().restore_kinds({change_kind::got_entry});
     process_->detach();
     held_ = false;
     lingering_ = false;
@@ -794,7 +825,9 @@ void session::on_watched_report(td_event_e event, const ptrace::stop_event& ev, 
         if (drained && !drained->newborn.is_null() && armed_ &&
             backend_->traits().enable_on_birth == birth_enable::at_create_report)
             enable_thread_for_watch(drained->newborn);
-        if (drained && is_armed && !silent) {
+        // A thread the library adopted reports its own TD_CREATE: not a birth.
+        bool is_adoption = drained && event == TD_CREATE && drained->message.tid == ev.tid;
+        if (drained && is_armed && !silent && !is_adoption) {
             attach_stack(drained->message, ev.tid);
             if (event == TD_CREATE)
                 drained->message.call_site = call_site_of(ev);

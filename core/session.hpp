@@ -21,6 +21,7 @@
 #include "core/backtrace.hpp"
 #include "core/call_site.hpp"
 #include "core/event_watch.hpp"
+#include "core/got_routing.hpp"
 #include "core/lwp_usage.hpp"
 #include "core/settings_restore.hpp"
 #include "core/stats_collector.hpp"
@@ -63,7 +64,12 @@ public:
     /// Attaches to a running process (SPEC §4). Throws tdctl::error with one
     /// actionable line when the attach cannot be done, or (os, EINTR) when
     /// cancel_fd became readable meanwhile (everything seized is let go).
-    static std::unique_ptr<session> attach(pid_t pid, int cancel_fd = -1);
+    /// Without `with_agent`, a libtdagent.so the target dlopen()ed is passed
+    /// by (it sees none of the calls: nptl serves); one preloaded or linked
+    /// serves as at launch. With `with_agent`, the agent must be loaded
+    /// (__tdagent_version; tdctl::error (target) otherwise, nothing changed)
+    /// and the modules' calls are routed to it (core/got_routing.hpp).
+    static std::unique_ptr<session> attach(pid_t pid, int cancel_fd = -1, bool with_agent = false);
     /// Launches argv stopped at its entry point.
     static std::unique_ptr<session> launch(const ptrace::launch_options& opts);
 
@@ -100,6 +106,9 @@ public:
     /// publishing the protocol; no_agent_reason() then says what was missing.
     thread_agent* agent() { return agent_.get(); }
     const std::string& no_agent_reason() const { return no_agent_reason_; }
+    /// What the attach with the agent routed to it (GOT slots, journaled);
+    /// std::nullopt without one.
+    const std::optional<routing_tally>& routing() const { return routing_; }
 
     /// The thread's name (comm) from /proc/PID/task/TID/comm; "" when gone.
     std::string thread_name(tid_t lwp) const;
@@ -303,6 +312,13 @@ private:
     std::unordered_map<pid_t, tid_t> lwp_by_ns_tid_;
     void forget_ns_tid(tid_t lwp);
     symbols::module_set modules_;
+    // Attached without --agent: a libtdagent.so that does not interpose is
+    // not the thread library (load_symbols).
+    bool passes_by_late_agent_ = false;
+    std::optional<routing_tally> routing_;
+    /// Routes the modules' calls to the agent for an attach with --agent;
+    /// throws tdctl::error (target) when the agent is not there.
+    void route_calls_to_agent();
     std::unique_ptr<thread_agent> agent_;
     std::string no_agent_reason_;
     // With agent_ (load_symbols), and gone with it: what differs between the

@@ -12,12 +12,13 @@ thread_agent::thread_agent(target_access& target, protocol_layout layout)
 
 thread_agent::~thread_agent() = default;
 
-td_result<std::unique_ptr<thread_agent>> thread_agent::create(target_access& target, std::string* why)
+td_result<std::unique_ptr<thread_agent>> thread_agent::create(target_access& target, std::string* why,
+                                                              bool consider_tdagent)
 {
     // tdagent serves every event it reports, create and death included, so
     // when it is loaded nptl is not used at all: no event is reported twice.
     std::string agent_reason, nptl_reason;
-    if (target.has_module("libtdagent.so")) {
+    if (consider_tdagent && target.has_module("libtdagent.so")) {
         if (auto layout = probe_tdagent(target, agent_reason))
             return std::make_unique<thread_agent>(target, std::move(*layout));
     }

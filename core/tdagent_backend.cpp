@@ -56,6 +56,10 @@ std::optional<protocol_layout> probe_tdagent(target_access& target, std::string&
         return std::nullopt;
     }
     l.thread_list_heads = {list};
+    // The record every unknown thread's TLS points at: its enable flag is the
+    // flag that has such threads adopted (agent/thread_lifecycle.c).
+    if (auto unknown = target.lookup_symbol(agent_module, "__tdagent_unknown_thread"))
+        l.initial_report_events = unknown->address + static_cast<std::int64_t>(l.report_events.offset);
     for (td_event_e e : events::all_events()) {
         std::string name = "__tdagent_event_" + events::event_short_name(e);
         if (auto s = target.lookup_symbol(agent_module, name))
@@ -73,7 +77,7 @@ namespace {
 // The agent holds a new thread at its TD_CREATE report, and only then (so
 // create is followed); it copies the creator's mask itself, into its own record.
 constexpr backend_traits tdagent_traits{.enable_on_birth = birth_enable::at_create_report, .must_follow_create = true,
-    .nthreads_symbol = "__tdagent_nthreads", .concurrency_symbol = "__tdagent_concurrency"};
+    .adopts_unknown_threads = true, .nthreads_symbol = "__tdagent_nthreads", .concurrency_symbol = "__tdagent_concurrency"};
 
 class tdagent_backend final : public thread_backend {
 public:

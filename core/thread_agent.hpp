@@ -31,8 +31,11 @@ public:
     /// td_ta_new: finds a backend in the target's modules. On failure the
     /// error is TD_NOLIBTHREAD (no thread library publishing the protocol, e.g.
     /// a static binary without the symbols, or musl) or TD_VERSION/TD_DBERR,
-    /// and `why` receives one line saying what was missing.
-    static td_result<std::unique_ptr<thread_agent>> create(target_access& target, std::string* why = nullptr);
+    /// and `why` receives one line saying what was missing. With
+    /// `consider_tdagent` false, a loaded libtdagent.so is passed by (nptl
+    /// serves: the agent does not see the target's calls).
+    static td_result<std::unique_ptr<thread_agent>> create(target_access& target, std::string* why = nullptr,
+                                                           bool consider_tdagent = true);
 
     /// An agent for `layout`, with the backend of its library (seam()).
     thread_agent(target_access& target, protocol_layout layout);

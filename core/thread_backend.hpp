@@ -42,6 +42,11 @@ struct backend_traits {
     /// True when a new thread starts with a copy of its creator's event mask
     /// (glibc copies the creator's whole event buffer into the child).
     bool child_copies_creator_mask = false;
+    /// True when the library adopts a thread it does not know (one that
+    /// existed before it loaded) at its first call once the initial-report
+    /// flag is on, reporting TD_CREATE about it with itself as the reporter;
+    /// arm turns the flag on (protocol_layout::initial_report_events).
+    bool adopts_unknown_threads = false;
     /// The symbol of the library's live-thread counter ("__nptl_nthreads").
     std::string_view nthreads_symbol;
     /// The symbol of the concurrency level ("__concurrency_level").

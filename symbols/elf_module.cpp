@@ -18,6 +18,7 @@
 #include "base/unique_fd.hpp"
 #include "symbols/debug_file.hpp"
 #include "symbols/elf_file.hpp"
+#include "symbols/import_slots.hpp"
 #include "symbols/symbol_table.hpp"
 
 namespace tdctl::symbols {
@@ -506,6 +507,11 @@ std::optional<symbol> elf_module::nearest_symbol(target_addr a) const
     if (e == nullptr)
         return std::nullopt;
     return impl_->to_symbol(*e);
+}
+
+std::vector<import_slot> elf_module::import_slots() const
+{
+    return read_import_slots(impl_->file, impl_->load_bias.value);
 }
 
 bool elf_module::has_debug_file() const

@@ -26,6 +26,17 @@ struct symbol {
     unsigned char binding = 0;  ///< STB_* of st_info
 };
 
+/// A GOT slot through which a module calls, or takes the address of, a
+/// function another module defines: an R_X86_64_JUMP_SLOT (PLT) or
+/// R_X86_64_GLOB_DAT (-fno-plt, BIND_NOW, address taken) relocation against
+/// an undefined .dynsym symbol.
+struct import_slot {
+    std::string name;         ///< the imported symbol, without version
+    std::string version;      ///< the version it needs ("GLIBC_2.3.2"); empty when unversioned
+    target_addr address;      ///< the slot: load bias + r_offset
+    bool is_plt = false;      ///< JUMP_SLOT rather than GLOB_DAT
+};
+
 /// Where a module's symbols came from, for messages and `threads` output.
 enum class symbol_source { dynsym, symtab, debug_file };
 
@@ -93,6 +104,9 @@ public:
     /// tables (and looks for the debug file) on first use.
     std::optional<symbol> nearest_symbol(target_addr a) const;
 
+    /// Every import slot of the module, from the file's relocation sections
+    /// (read on each call). Throws tdctl::error (target) when they cannot be read.
+    std::vector<import_slot> import_slots() const;
     /// True when a separate debug file was found and opened.
     bool has_debug_file() const;
     const std::string& debug_file_path() const;

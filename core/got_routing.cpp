@@ -1,0 +1,143 @@
+#include "core/got_routing.hpp"
+
+#include <array>
+#include <cstdint>
+#include <cstddef>
+#include <algorithm>
+#include <cstring>
+#include <link.h>
+
+#include <fmt/format.h>
+
+#include "base/log.hpp"
+
+namespace tdctl::core {
+
+namespace {
+
+constexpr std::array<std::string_view, 30> wrapped = {
+    "pthread_create", "pthread_exit", "pthread_detach", "pthread_join", "pthread_tryjoin_np",
+    "pthread_timedjoin_np", "pthread_clockjoin_np", "pthread_mutex_lock", "pthread_mutex_timedlock",
+    "pthread_mutex_clocklock", "pthread_rwlock_rdlock", "pthread_rwlock_wrlock", "pthread_rwlock_timedrdlock",
+    "pthread_rwlock_timedwrlock", "pthread_rwlock_clockrdlock", "pthread_rwlock_clockwrlock", "pthread_spin_lock",
+    "pthread_cond_wait", "pthread_cond_timedwait", "pthread_cond_clockwait", "sem_wait", "sem_timedwait",
+    "sem_clockwait", "pthread_barrier_wait", "pthread_setconcurrency", "pthread_getconcurrency", "sigaction",
+    "signal", "bsd_signal", "sysv_signal"};
+
+constexpr std::string_view agent_module = "libtdagent.so";
+
+// Modules whose calls are not routed: libc's own calls are internal (and it
+// is where the agent forwards to), the loader calls none, the agent's go
+// to libc on purpose.
+bool is_excluded(const symbols::elf_module& m)
+{
+    std::string name = m.soname();
+    return name.starts_with("libc.so") || name.starts_with("ld-linux") || name.starts_with("ld64.so") ||
+           name.starts_with(agent_module);
+}
+
+bool is_wrapped(std::string_view name)
+{
+    for (auto w : wrapped)
+        if (w == name)
+            return true;
+    return false;
+}
+
+// Routes one module's slots; returns how many it rewrote.
+std::size_t route_module(const symbols::elf_module& m, const symbols::elf_module& agent,
+                         const symbols::elf_module* libc, change_journal& journal, target_memory& memory,
+                         routing_tally& tally)
+{
+    std::size_t routed = 0;
+    for (const auto& slot : m.import_slots()) {
+        if (!is_wrapped(slot.name))
+            continue;
+        auto wrapper = agent.lookup(slot.name);
+        if (!wrapper)
+            continue;
+        // The agent forwards to libc's default version; a module bound to
+        // another one (pthread_cond_wait@GLIBC_2.2.5) keeps its binding.
+        auto natural = libc != nullptr ? libc->lookup(slot.name) : std::nullopt;
+        if (!slot.version.empty() && natural && natural->version != slot.version) {
+            ++tally.other_version;
+            continue;
+        }
+        std::uint64_t now = 0;
+        if (!memory.read_value(slot.address, now)) {
+            tally.problems.push_back(fmt::format("{}: GOT slot of {} at {:#x} unreadable", m.path(), slot.name,
+                                                 slot.address.value));
+            continue;
+        }
+        if (now == wrapper->address.value && !journal.contains(slot.address)) {
+            ++tally.already;
+            continue;
+        }
+        if (!journal.write_value(slot.address, wrapper->address.value, change_kind::got_entry)) {
+            tally.problems.push_back(fmt::format("{}: GOT slot of {} at {:#x} not writable", m.path(), slot.name,
+                                                 slot.address.value));
+            continue;
+        }
+        log::debug("GOT {} {}@{:#x}: {:#x} -> {:#x}", m.path(), slot.name, slot.address.value, now,
+                   wrapper->address.value);
+        ++routed;
+    }
+    return routed;
+}
+
+}  // namespace
+
+std::span<const std::string_view> agent_wrapped_functions() { return wrapped; }
+
+routing_tally route_to_agent(const symbols::module_set& modules, change_journal& journal, target_memory& memory)
+{
+    routing_tally tally;
+    const auto* agent = modules.find(agent_module);
+    if (agent == nullptr) {
+        tally.problems.push_back("libtdagent.so is not loaded");
+        return tally;
+    }
+    const auto* libc = modules.find("libc.so.6");
+    for (const auto& m : modules.modules()) {
+        if (is_excluded(*m))
+            continue;
+        try {
+            std::size_t n = route_module(*m, *agent, libc, journal, memory, tally);
+            tally.slots += n;
+            tally.modules += n > 0 ? 1 : 0;
+        } catch (const std::exception& e) {
+            tally.problems.push_back(e.what());
+        }
+    }
+    return tally;
+}
+
+std::optional<bool> agent_precedes_libc(target_access& target)
+{
+    auto r_debug_sym = target.lookup_symbol("ld-linux", "_r_debug");
+    if (!r_debug_sym)
+        return std::nullopt;
+    auto& memory = target.memory();
+    std::uint64_t map = 0;
+    if (!memory.read_value(r_debug_sym->address + offsetof(struct r_debug, r_map), map))
+        return std::nullopt;
+    // A bounded walk: a corrupted list must not hang us.
+    for (int n = 0; map != 0 && n < 4096; ++n) {
+        std::uint64_t name_address = 0, next = 0;
+        if (!memory.read_value(target_addr{map + offsetof(struct link_map, l_name)}, name_address) ||
+            !memory.read_value(target_addr{map + offsetof(struct link_map, l_next)}, next))
+            return std::nullopt;
+        std::array<char, 512> name{};
+        std::size_t got = name_address == 0 ? 0 : memory.read(target_addr{name_address}, std::as_writable_bytes(std::span(name)));
+        std::string_view path(name.data(), strnlen(name.data(), std::min(got, name.size())));
+        std::string_view file = path.substr(path.rfind('/') == std::string_view::npos ? 0 : path.rfind('/') + 1);
+        if (file.starts_with(agent_module))
+            return true;
+        if (file.starts_with("libc.so"))
+            return false;
+        map = next;
+    }
+    return std::nullopt;
+}
+
+}  // namespace tdctl::core

@@ -1,0 +1,49 @@
+// Routing already-bound pthread and signal calls to libtdagent.so when the
+// agent came after the modules that make them (dlopen()ed, not preloaded):
+// interposition reaches only modules bound after it, so the GOT slots of the
+// others are pointed at the agent's wrappers. Every write goes through the
+// change journal (change_kind::got_entry), so detach and the crash restore
+// put each slot back.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/change_journal.hpp"
+#include "base/target_memory.hpp"
+#include "core/target_access.hpp"
+#include "symbols/elf_module.hpp"
+
+namespace tdctl::core {
+
+/// The functions libtdagent.so interposes (its exported wrappers of libc's
+/// pthread and signal calls, agent/*.c): the imports routing rewrites.
+std::span<const std::string_view> agent_wrapped_functions();
+
+/// What route_to_agent() did.
+struct routing_tally {
+    std::size_t modules = 0;        ///< modules with at least one slot routed
+    std::size_t slots = 0;          ///< slots rewritten (journaled)
+    std::size_t already = 0;        ///< slots that held the wrapper already (bound to a preloaded agent)
+    std::size_t other_version = 0;  ///< slots bound to an older symbol version than the wrapper forwards to
+    std::vector<std::string> problems;  ///< one line per module or slot that could not be routed
+};
+
+/// Points every import slot of agent_wrapped_functions() in every module of
+/// `modules` except libc, the dynamic loader and the agent itself at the
+/// agent's wrapper (its .dynsym address), journaling each write. A slot
+/// whose needed version is not libc's default one for that name (the old
+/// pthread_cond_* ABI) is left alone. The target must be held. Never throws:
+/// what cannot be done is listed in problems.
+routing_tally route_to_agent(const symbols::module_set& modules, change_journal& journal, target_memory& memory);
+
+/// Whether libtdagent.so comes before libc.so.6 in the loader's list of the
+/// main namespace (_r_debug.r_map, <link.h>): preloaded or linked, it
+/// interposes by itself. std::nullopt when the list cannot be read.
+std::optional<bool> agent_precedes_libc(target_access& target);
+
+}  // namespace tdctl::core
