@@ -28,6 +28,11 @@ public:
     long syscall_number() const { return static_cast<long>(regs_.orig_rax); }
     /// First syscall argument (rdi).
     std::uint64_t arg0() const { return regs_.rdi; }
+    /// Second syscall argument (rsi).
+    std::uint64_t arg1() const { return regs_.rsi; }
+    /// The syscall's result (rax): in a stop that interrupted a blocking
+    /// syscall, a negative restart code (-ERESTARTSYS ... -ERESTART_RESTARTBLOCK).
+    long syscall_result() const { return static_cast<long>(regs_.rax); }
 
     /// Performs a `ret` on these registers (not yet on the task: write() does
     /// that): pc <- the 8-byte return address at [sp], read from mem; sp += 8.
