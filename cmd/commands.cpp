@@ -152,7 +152,7 @@ std::string help_text(const std::string& command)
                "                                   per-thread CPU, run-queue wait, off-CPU and rates\n"
                "  lwpinfo [TID|all]                per-LWP user/system time\n"
                "  bt [TID|all]                     call stacks\n"
-               "  deadlock                         cycles of threads blocked on each other's mutexes\n"
+               "  deadlock                         mutex waits and their cycles (deadlocks)\n"
                "  sleep SECONDS                    let the target run\n"
                "  continue | interrupt             resume / hold the target\n"
                "  detach | kill | quit             end the session\n"

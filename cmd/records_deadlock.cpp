@@ -26,7 +26,7 @@ std::string owner_text(const core::mutex_wait& w)
     if (state == "none")
         return "no owner recorded (being released)";
     if (state == "died")
-        return fmt::format("held by {} (owner died)", w.owner.tid);
+        return "its owner died holding it (FUTEX_OWNER_DIED)";
     if (state == "gone")
         return fmt::format("held by {} (owner gone: not a thread of this process)", w.owner.tid);
     return fmt::format("held by {}", w.owner_lwp->value);

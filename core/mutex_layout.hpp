@@ -63,7 +63,9 @@ mutex_kind decode_mutex_kind(std::int32_t kind);
 /// Who owns a mutex, and where that came from.
 struct mutex_owner {
     pid_t tid = 0;            ///< in the target's PID namespace; 0: no owner recorded
-    bool owner_died = false;  ///< robust and PI: FUTEX_OWNER_DIED set in the futex word
+    /// Robust and PI: FUTEX_OWNER_DIED set in the futex word (the kernel
+    /// sets it, and clears the TID bits, when the owner exits holding it).
+    bool owner_died = false;
     const char* source = "";  ///< "__owner" or "futex word"
 };
 

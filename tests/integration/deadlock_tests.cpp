@@ -53,20 +53,29 @@ lock_facts read_lock_facts(child_process& fixture)
     }
 }
 
+std::vector<std::string> with_record(const std::string& path, const std::vector<std::string>& args)
+{
+    std::vector<std::string> argv{"--record", path};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+}
+
+// A deadlock fixture run until its threads are stuck, with its lock facts.
 struct started {
     temp_file record{"deadlock"};
     child_process fixture;
     lock_facts facts;
+
+    explicit started(const std::vector<std::string>& args)
+        : fixture(start_fixture("deadlock", with_record(record.path(), args), record.path())),
+          facts(read_lock_facts(fixture))
+    {
+    }
 };
 
 std::unique_ptr<started> start_deadlock(const std::vector<std::string>& args)
 {
-    auto s = std::make_unique<started>();
-    std::vector<std::string> argv{"--record", s->record.path()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    s->fixture = start_fixture("deadlock", argv, s->record.path());
-    s->facts = read_lock_facts(s->fixture);
-    return s;
+    return std::make_unique<started>(args);
 }
 
 bool has_function(const json& frames, std::string_view name)
