@@ -77,7 +77,7 @@ std::optional<target_addr> pi_mutex_on_stack(session& s, target_addr sp)
 {
     std::array<std::uint64_t, parked_search_bytes / 8> words{};
     const std::size_t got = s.memory().read(sp, std::as_writable_bytes(std::span(words)));
-    constexpr std::int32_t known_kind_bits = 0x3f7;   // type, robust, PI, PP, pshared, elision
+    constexpr std::int32_t known_kind_bits = 0x3f3;   // type, robust, PI, PP, pshared, elision
     for (std::size_t i = 0; i < got / 8; ++i) {
         auto fields = read_mutex(s.memory(), target_addr{words[i]});
         if (!fields || (fields->kind & ~known_kind_bits) != 0 || !decode_mutex_kind(fields->kind).priority_inherit)
