@@ -35,6 +35,9 @@ std::string owner_text(const core::mutex_wait& w)
 // A PI lock the kernel refused (it saw the cycle): glibc parks the thread.
 constexpr const char* parked_note = "\n    (the kernel refused its FUTEX_LOCK_PI with EDEADLK; glibc parked it for ever)";
 
+// A timed wait in restart_syscall: the mutex came from its stack.
+constexpr const char* restarted_note = "\n    (a timed wait the kernel restarted; its mutex was found on its stack)";
+
 std::string mutex_text(const core::mutex_wait& w)
 {
     return fmt::format("mutex {:#x} ({}{})", w.mutex.value, w.symbol.empty() ? "" : w.symbol + ", ", w.kind.name());
@@ -51,7 +54,7 @@ json_record wait_json(const core::mutex_wait& w)
 {
     json_record rec{{"tid", w.waiter.value}, {"name", w.name}, {"mutex", mutex_json(w)},
                     {"owner", w.owner.tid},   {"owner_source", w.owner.source}, {"owner_state", owner_state(w)},
-                    {"parked_after_edeadlk", w.parked_after_edeadlk}};
+                    {"parked_after_edeadlk", w.parked_after_edeadlk}, {"restarted", w.restarted}};
     return rec;
 }
 
@@ -63,7 +66,8 @@ json_record member_json(const core::deadlock_scan& scan, const std::vector<std::
     for (const auto& f : w.frames)
         frames.push_back(events::frame_to_json(f));
     return {{"tid", w.waiter.value}, {"name", w.name},   {"holds", mutex_json(before)},
-            {"wants", mutex_json(w)}, {"parked_after_edeadlk", w.parked_after_edeadlk}, {"frames", frames}};
+            {"wants", mutex_json(w)}, {"parked_after_edeadlk", w.parked_after_edeadlk}, {"restarted", w.restarted},
+            {"frames", frames}};
 }
 
 std::string member_text(const core::deadlock_scan& scan, const std::vector<std::size_t>& cycle, std::size_t i)
@@ -72,7 +76,9 @@ std::string member_text(const core::deadlock_scan& scan, const std::vector<std::
     const core::mutex_wait& before = scan.waits[cycle[(i + cycle.size() - 1) % cycle.size()]];
     std::string text = fmt::format("  thread {} ({}) holds {}\n    and wants {}, {}{}", w.waiter.value,
                                    events::printable_name(w.name), mutex_text(before), mutex_text(w), owner_text(w),
-                                   w.parked_after_edeadlk ? parked_note : "");
+                                   w.parked_after_edeadlk ? parked_note
+                                   : w.restarted          ? restarted_note
+                                                          : "");
     int n = 0;
     for (const auto& f : w.frames)
         text += "\n    " + events::format_frame_text(n++, f);

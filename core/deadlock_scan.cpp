@@ -66,36 +66,57 @@ bool command_fits_kind(int command, const mutex_kind& kind)
 /// A futex word this close above the stack pointer is a local of the
 /// waiting function, not a mutex: glibc's park after EDEADLK.
 constexpr std::uint64_t own_stack_span = 64 * 1024;
-/// How much of a parked thread's stack is searched for its PI mutex: the
-/// frames of the lock functions, from the stack pointer up.
+/// How much of a parked or restarted thread's stack is searched for its
+/// mutex: the frames of the lock functions, from the stack pointer up.
 constexpr std::size_t parked_search_bytes = 1024;
 
+/// A mutex `fields` could be the one thread `self` waits for, found on its
+/// stack: known kind bits, PI when `pi_only`, owned by another thread of the
+/// target (not `self`: mutexes it holds may be on its stack too), and, when
+/// `with_waiters`, marked as having waiters (2 in a plain futex word;
+/// FUTEX_WAITERS in a robust or PI one).
+bool fits_stack_search(session& s, tid_t self, const mutex_fields& fields, bool pi_only, bool with_waiters)
+{
+    constexpr std::int32_t known_kind_bits = 0x3f3;   // type, robust, PI, PP, pshared, elision
+    const mutex_kind kind = decode_mutex_kind(fields.kind);
+    if ((fields.kind & ~known_kind_bits) != 0 || (pi_only && !kind.priority_inherit))
+        return false;
+    const auto word = static_cast<std::uint32_t>(fields.lock);
+    const bool tid_in_word = kind.robust || kind.priority_inherit;
+    if (with_waiters && (tid_in_word ? (word & FUTEX_WAITERS) == 0 : word != 2))
+        return false;
+    const mutex_owner o = owner_of(fields);
+    const auto owner = o.tid != 0 ? s.lwp_of_ns_tid(o.tid) : std::nullopt;
+    return owner && *owner != self;
+}
+
 /// The first 8-byte word of [sp, sp + parked_search_bytes) that points at a
-/// PI mutex owned by a thread of the target (the lock call's argument, kept
-/// in a saved register or a spill slot).
-std::optional<target_addr> pi_mutex_on_stack(session& s, target_addr sp)
+/// mutex fits_stack_search() accepts (the lock call's argument, kept in a
+/// saved register or a spill slot).
+std::optional<target_addr> mutex_on_stack(session& s, tid_t self, target_addr sp, bool pi_only, bool with_waiters)
 {
     std::array<std::uint64_t, parked_search_bytes / 8> words{};
     const std::size_t got = s.memory().read(sp, std::as_writable_bytes(std::span(words)));
-    constexpr std::int32_t known_kind_bits = 0x3f3;   // type, robust, PI, PP, pshared, elision
     for (std::size_t i = 0; i < got / 8; ++i) {
         auto fields = read_mutex(s.memory(), target_addr{words[i]});
-        if (!fields || (fields->kind & ~known_kind_bits) != 0 || !decode_mutex_kind(fields->kind).priority_inherit)
-            continue;
-        if (mutex_owner o = owner_of(*fields); o.tid != 0 && s.lwp_of_ns_tid(o.tid))
+        if (fields && fits_stack_search(s, self, *fields, pi_only, with_waiters))
             return target_addr{words[i]};
     }
     return std::nullopt;
 }
 
-/// The mutex a thread waits on: the futex word itself, or for a thread
-/// parked after EDEADLK the PI mutex on its stack. Sets `parked`.
-std::optional<target_addr> waited_mutex(session& s, const futex_call& call, target_addr sp, bool& parked)
+/// The mutex a thread waits on: the futex word itself; for a thread parked
+/// after EDEADLK the PI mutex on its stack (sets `parked`); for a restarted
+/// wait the mutex with waiters on its stack.
+std::optional<target_addr> waited_mutex(session& s, tid_t self, const futex_call& call, target_addr sp,
+                                        bool& parked)
 {
+    if (call.restarted)
+        return mutex_on_stack(s, self, sp, false, true);
     parked = call.word.value >= sp.value && call.word.value - sp.value < own_stack_span;
     if (!parked)
         return call.word;
-    return pi_mutex_on_stack(s, sp);
+    return mutex_on_stack(s, self, sp, true, false);
 }
 
 /// The mutex wait of one held LWP, or std::nullopt when it is not in one.
@@ -110,15 +131,16 @@ std::optional<mutex_wait> mutex_wait_of(session& s, tid_t lwp, const futex_call&
     if (classify_wait_frames(*frames) != wait_site::mutex_lock)
         return std::nullopt;
     mutex_wait w;
-    auto address = waited_mutex(s, call, sp, w.parked_after_edeadlk);
+    auto address = waited_mutex(s, lwp, call, sp, w.parked_after_edeadlk);
     auto fields = address ? read_mutex(s.memory(), *address) : std::nullopt;
     if (!fields) {
         problems.push_back(fmt::format("thread {}: blocked in a mutex lock, but its mutex cannot be read{}", lwp.value,
-                                       w.parked_after_edeadlk ? " (parked after EDEADLK, none found on its stack)" : ""));
+                                       w.parked_after_edeadlk || call.restarted ? " (none found on its stack)" : ""));
         return std::nullopt;
     }
     w.kind = decode_mutex_kind(fields->kind);
-    if (!w.parked_after_edeadlk && !command_fits_kind(call.command, w.kind))
+    w.restarted = call.restarted;
+    if (!w.parked_after_edeadlk && !w.restarted && !command_fits_kind(call.command, w.kind))
         return std::nullopt;
     w.waiter = lwp;
     w.name = s.thread_name(lwp);
@@ -150,7 +172,11 @@ bool was_blocked_in_syscall(const ptrace::registers& regs)
 
 std::optional<futex_call> blocked_futex_call(const ptrace::registers& regs)
 {
-    if (!was_blocked_in_syscall(regs) || regs.syscall_number() != SYS_futex)
+    if (!was_blocked_in_syscall(regs))
+        return std::nullopt;
+    if (regs.syscall_number() == SYS_restart_syscall)
+        return futex_call{.restarted = true};
+    if (regs.syscall_number() != SYS_futex)
         return std::nullopt;
     return futex_call{target_addr{regs.arg0()}, static_cast<int>(regs.arg1() & FUTEX_CMD_MASK)};
 }

@@ -36,11 +36,16 @@ wait_site classify_wait_frames(const std::vector<stack_frame>& frames);
 struct futex_call {
     target_addr word;
     int command = 0;
+    /// The thread sits in `restart_syscall`: a timed futex wait an earlier
+    /// stop interrupted, restarted by the kernel from its own record (the
+    /// word and operation are not in the registers any more).
+    bool restarted = false;
 };
 
 /// The futex call a stopped thread was blocked in: the stop interrupted the
 /// `futex` system call (orig_rax is SYS_futex, rax one of the kernel's
-/// restart codes). std::nullopt for any other state.
+/// restart codes), or `restart_syscall` (restarted). std::nullopt for any
+/// other state.
 std::optional<futex_call> blocked_futex_call(const ptrace::registers& regs);
 /// The thread was blocked in some system call when it was stopped.
 bool was_blocked_in_syscall(const ptrace::registers& regs);
@@ -60,6 +65,9 @@ struct mutex_wait {
     /// of its own stack, and `mutex` is the PI mutex found among the words
     /// of that stack (the lock call's argument, saved there).
     bool parked_after_edeadlk = false;
+    /// A timed wait the kernel restarted (futex_call::restarted): `mutex` is
+    /// the locked mutex with waiters found among the words of its stack.
+    bool restarted = false;
 };
 
 /// The whole picture of a held target.
