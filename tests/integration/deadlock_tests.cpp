@@ -157,6 +157,15 @@ void check_cycle(const json& rec, const lock_facts& facts, const std::string& ki
     }
 }
 
+// The 40 bytes of every mutex of the fixture (sizeof(pthread_mutex_t)).
+std::vector<memory_region> mutex_regions(const lock_facts& facts)
+{
+    std::vector<memory_region> regions;
+    for (const auto& [name, address] : facts.address)
+        regions.push_back({name, address, 40});
+    return regions;
+}
+
 json deadlock_record_of(const tdctl_run& run)
 {
     auto recs = run.of_type("deadlock");
@@ -175,9 +184,12 @@ TEST_CASE("deadlock finds a two-lock inversion and a three-thread cycle, for eve
             CAPTURE(kind);
             auto s = start_deadlock({scenario, kind});
             const pid_t pid = s->fixture.pid();
+            const memory_snapshot before = take_snapshot(pid, mutex_regions(s->facts));
             auto run = run_tdctl({"--json", "-p", std::to_string(pid), "-e", "deadlock"}, 30s);
             INFO(run.describe());
             CHECK(run.result.status.exit_code() == 0);
+            // Nothing written: every mutex is byte for byte as it was.
+            CHECK(snapshot_difference(before, take_snapshot(pid, mutex_regions(s->facts))) == "");
             json rec = deadlock_record_of(run);
             check_cycle(rec, s->facts, kind);
             CHECK(int_field(rec, "mutex_waits") == static_cast<std::int64_t>(s->facts.wants.size()));
