@@ -82,6 +82,17 @@ std::span<const command_entry> command_table()
         {"bt", {"backtrace"}, &runner::cmd_bt,
          "bt [TID|all]\n  The call stack of one thread or of every thread (default), unwound with libdw\n"
          "  while the target is held for a moment."},
+        {"deadlock", {}, &runner::cmd_deadlock,
+         "deadlock\n"
+         "  Hold the target, find every thread blocked in a mutex wait (the futex call of\n"
+         "  pthread_mutex_lock and its kin, not a condition variable, semaphore, barrier,\n"
+         "  rwlock or join), read each mutex's owner (__owner; the futex word for robust\n"
+         "  and PI mutexes), and print each cycle of the wait-for graph: every member's\n"
+         "  TID, name, the mutex it holds and the one it wants (address, static symbol,\n"
+         "  kind) and its stack. Otherwise \"no deadlock\" with how many threads were\n"
+         "  blocked on mutexes and on other things. Every mutex wait is listed with its\n"
+         "  owner (\"owner gone\" when that is not a thread of the process). Needs no\n"
+         "  agent. Found nothing: exit status 1 when it is a batch's last command."},
         {"sleep", {}, &runner::cmd_sleep,
          "sleep SECONDS\n  Let the target run for a while (e.g. 2, 1.5, 500ms), servicing it; then each\n"
          "  thread's time over it, split: on CPU, waiting for a CPU (run queue), off CPU."},
@@ -141,6 +152,7 @@ std::string help_text(const std::string& command)
                "                                   per-thread CPU, run-queue wait, off-CPU and rates\n"
                "  lwpinfo [TID|all]                per-LWP user/system time\n"
                "  bt [TID|all]                     call stacks\n"
+               "  deadlock                         mutex waits and their cycles (deadlocks)\n"
                "  sleep SECONDS                    let the target run\n"
                "  continue | interrupt             resume / hold the target\n"
                "  detach | kill | quit             end the session\n"

@@ -15,6 +15,7 @@
 #include <thread_db.h>
 
 #include "core/backtrace.hpp"
+#include "core/deadlock_scan.hpp"
 #include "core/session.hpp"
 #include "events/event_message.hpp"
 #include "events/json_format.hpp"
@@ -201,6 +202,17 @@ struct backtrace_record {
     pid_t tid = 0;
     std::string name;
     std::vector<core::stack_frame> frames;
+    json_record json() const;
+    std::string text() const;
+};
+
+/// `deadlock`: every cycle of the wait-for graph with each member's stack,
+/// and every mutex wait (records_deadlock.cpp). A member holds the mutex the
+/// member before it in the cycle wants (the one the graph shows; it may hold
+/// others).
+struct deadlock_record {
+    pid_t pid = 0;
+    core::deadlock_scan scan;
     json_record json() const;
     std::string text() const;
 };

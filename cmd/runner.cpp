@@ -298,6 +298,7 @@ void runner::share_stop_round(const command_entry& command, bool follows)
     // `watch` and `stop` arm first (a stop of every thread they can take
     // over) and let the target run when they wait for it (session::pump).
     static constexpr std::array held_commands = {&runner::cmd_threads, &runner::cmd_event,    &runner::cmd_bt,
+                                                 &runner::cmd_deadlock,
                                                  &runner::cmd_interrupt, &runner::cmd_detach, &runner::cmd_quit,
                                                  &runner::cmd_help,    &runner::cmd_watch,    &runner::cmd_stop};
     const bool holds = std::find(held_commands.begin(), held_commands.end(), command.run) != held_commands.end();

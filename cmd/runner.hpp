@@ -107,7 +107,7 @@ private:
 
     // The handlers, one group a file: cmd_threads.cpp, cmd_event.cpp,
     // cmd_run.cpp (stop, watch, sleep, continue, interrupt, detach, kill),
-    // cmd_stats.cpp (stats, rusage, lwpinfo), cmd_top.cpp, cmd_bt.cpp; runner.cpp (quit, help).
+    // cmd_stats.cpp (stats, rusage, lwpinfo), cmd_top.cpp, cmd_bt.cpp, cmd_deadlock.cpp; runner.cpp (quit, help).
     command_status cmd_threads(const words& w, const std::string& where);
     command_status cmd_event(const words& w, const std::string& where);
     command_status cmd_event_addr(const words& w, const std::string& where);
@@ -142,6 +142,9 @@ private:
     command_status cmd_rusage_collect(const words& w, const std::string& where);
     command_status cmd_lwpinfo(const words& w, const std::string& where);
     command_status cmd_bt(const words& w, const std::string& where);
+    command_status cmd_deadlock(const words& w, const std::string& where);
+    /// At most this many frames of each deadlocked thread's stack.
+    static constexpr int deadlock_stack_depth = 32;
     command_status cmd_top(const words& w, const std::string& where);
     command_status cmd_summary(const words& w, const std::string& where);
 

@@ -28,6 +28,11 @@ public:
     long syscall_number() const { return static_cast<long>(regs_.orig_rax); }
     /// First syscall argument (rdi).
     std::uint64_t arg0() const { return regs_.rdi; }
+    /// Second syscall argument (rsi).
+    std::uint64_t arg1() const { return regs_.rsi; }
+    /// The syscall's result (rax): in a stop that interrupted a blocking
+    /// syscall, a negative restart code (-ERESTARTSYS ... -ERESTART_RESTARTBLOCK).
+    long syscall_result() const { return static_cast<long>(regs_.rax); }
     /// Fifth syscall argument (r8): clone(2)'s tls on x86_64.
     std::uint64_t arg4() const { return regs_.r8; }
 
