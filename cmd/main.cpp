@@ -266,7 +266,7 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts, 
         ->type_name("FORMAT");
     app.add_flag("--debug", opts.debug, "log every ptrace request and stop to stderr");
     app.add_flag("--agent", opts.agent,
-                 "launch with libtdagent.so preloaded: the full event set (lock, sleep, signal, reap...)");
+                 "libtdagent.so for the full event set (lock, sleep, signal, reap...): preloaded into a launch, loaded into a running process with -p");
     app.footer("Usage: tdctl [options] -p PID    attach to a running process\n"
                "       tdctl [options] -- PROG [ARGS...]   launch PROG under tdctl\n"
                "With no commands, a launched program is watched until it exits; an attached one gets an\n"
@@ -321,9 +321,6 @@ std::optional<int> check_command_line(cli_options& opts, const early_options& ea
     opts.trace_format = *format;
     if (opts.trace_path.empty() && opts.trace_format_text != "perfetto")
         return usage_error(early, "--trace-format needs --trace FILE");
-    if (opts.agent && opts.pid != 0)
-        return usage_error(early, "--agent preloads libtdagent.so into a launched program; it cannot be loaded into a "
-                           "running process (-p)");
     return std::nullopt;
 }
 
@@ -367,13 +364,47 @@ std::optional<ptrace::launch_options> launch_options_for(const cli_options& opts
     return launch;
 }
 
+// `-p PID --agent`: loads libtdagent.so into the attached process (or finds
+// it there); false after an error record when it is refused or fails (the
+// session's detach then leaves the target as it was).
+bool load_agent_by_attach(core::session& session, cmd::output& out, cmd::signal_source& signals)
+{
+    auto path = find_agent_library();
+    if (!path) {
+        out.error("agent", "--agent: cannot find libtdagent.so next to tdctl (../agent/ or ../lib/); "
+                           "set TDCTL_AGENT=/path/to/libtdagent.so");
+        return false;
+    }
+    try {
+        auto report = session.load_agent(core::agent_file::read(*path), signals.fd());
+        if (report.reused)
+            out.note(fmt::format("agent: {} already loaded in process {}; reused", report.version, session.pid()));
+        else
+            out.note(fmt::format("agent: {} loaded into process {} in {:.1f} ms (thread {} ran {:.1f} ms of calls{}; "
+                                 "dlopen in thread {})",
+                                 report.version, session.pid(), report.total_ms, report.hijacked.value,
+                                 report.hijack_ms, report.hijacked_in_syscall ? ", its system call restarted" : "",
+                                 report.loader.value));
+        return true;
+    } catch (const error& e) {
+        if (e.domain() == error_domain::os && e.code() == EINTR)
+            throw;
+        out.error("agent", fmt::format("--agent: {}; nothing was changed in the target", e.what()));
+        return false;
+    }
+}
+
 // Attaches or launches; the exit status when that fails.
 std::expected<std::unique_ptr<core::session>, int> start_session(const cli_options& opts, cmd::output& out,
                                                                  cmd::signal_source& signals)
 {
     try {
-        if (!opts.launched())
-            return core::session::attach(opts.pid, signals.fd());
+        if (!opts.launched()) {
+            auto session = core::session::attach(opts.pid, signals.fd());
+            if (opts.agent && !load_agent_by_attach(*session, out, signals))
+                return std::unexpected(exit_failed);
+            return session;
+        }
         auto launch = launch_options_for(opts, out);
         if (!launch)
             return std::unexpected(exit_failed);

@@ -92,6 +92,16 @@ void session::load_symbols()
     log::debug("thread library: {}", agent_ ? agent_->backend() : no_agent_reason_);
 }
 
+agent_load_report session::load_agent(const agent_file& agent, int cancel_fd)
+{
+    std::vector<session_event> unseen;
+    auto others = [&](const ptrace::stop_event& ev) { handle(ev, unseen, true); };
+    agent_load_report report = core::load_agent(*process_, modules_, agent, others, cancel_fd);
+    if (!report.reused)
+        load_symbols();   // from here on the session is as at an attach that found the agent loaded
+    return report;
+}
+
 void session::follow_loader()
 {
     // A program started through its dynamic loader named on the command line
@@ -735,6 +745,8 @@ void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& o
     case stop_kind::exec:
         on_exec(ev, out);
         return;
+    case stop_kind::call_returned:
+        return;  // a remote call's end; only its caller (agent_loader) waits for it
     case stop_kind::process_exited: {
         session_event se;
         se.what = session_event::kind::process_exited;

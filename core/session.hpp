@@ -18,6 +18,7 @@
 
 #include "base/types.hpp"
 #include "base/unique_fd.hpp"
+#include "core/agent_loader.hpp"
 #include "core/backtrace.hpp"
 #include "core/call_site.hpp"
 #include "core/event_watch.hpp"
@@ -94,6 +95,15 @@ public:
     }
 
     ptrace::traced_process& process() { return *process_; }
+
+    /// Loads libtdagent.so into the attached process (core/agent_loader.hpp),
+    /// or finds the same version already there, and re-reads the modules:
+    /// afterwards the session is as after an attach to a process that had
+    /// the agent loaded (the tdagent backend). Call right after attach(),
+    /// every thread still stopped; returns so. Throws tdctl::error (target)
+    /// with the reason on a refusal or failure (nothing left in the
+    /// target), (os, EINTR) when cancel_fd became readable first.
+    agent_load_report load_agent(const agent_file& agent, int cancel_fd = -1);
     const symbols::module_set& modules() const { return modules_; }
 
     /// The thread agent, or nullptr when the target has no thread library
