@@ -18,6 +18,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include "core/agent_loader.hpp"
 #include "tests/integration/integration_support.hpp"
 #include "tests/support/wait_until.hpp"
 
@@ -213,7 +214,7 @@ void check_refused(child_process& target, const std::string& reason_fragment)
     const pid_t pid = target.pid();
     auto maps_before = proc_maps(pid).size();
     tdctl_run run = run_tdctl({"-p", std::to_string(pid), "--agent", "--batch", "-e", "detach"});
-    CHECK_MESSAGE(run.result.status.exit_code() == 1, run.describe());
+    CHECK_MESSAGE(run.result.status.exit_code() == 2, run.describe());
     CHECK_MESSAGE(run.result.err.find(reason_fragment) != std::string::npos, run.describe());
     CHECK_MESSAGE(run.result.err.find("nothing was changed") != std::string::npos, run.describe());
     require_untraced(pid);
@@ -247,4 +248,23 @@ TEST_CASE("refusals: a seccomp-filtered, a static and a musl target, each with i
         check_refused(target, "musl");
         CHECK(target.ask("ping") == "pong");
     }
+}
+
+TEST_CASE("seccomp_mode_of reads the Seccomp field of a status file")
+{
+    using tdctl::core::seccomp_mode_of;
+    CHECK(seccomp_mode_of("Name:\tx\nSeccomp:\t2\nSeccomp_filters:\t1\n") == 2);
+    CHECK(seccomp_mode_of("Name:\tx\nSeccomp:\t0\n") == 0);
+    CHECK(seccomp_mode_of("Name:\tx\nNoNewPrivs:\t0\n") == std::nullopt);
+    auto own = read_text_file("/proc/self/status");
+    REQUIRE(own.has_value());
+    CHECK(seccomp_mode_of(*own).has_value());
+}
+
+TEST_CASE("agent_file::read finds the agent's version string through its PT_LOAD headers")
+{
+    auto agent = tdctl::core::agent_file::read(tdctl::test::fixture_path("../../agent/libtdagent.so"));
+    CHECK(agent.version.starts_with("tdagent "));
+    CHECK(tdctl::core::elf_string_at(agent.bytes, 0xffffffffffff) == std::nullopt);
+    CHECK_THROWS(tdctl::core::agent_file::read(tdctl_path()));  // an ELF file without __tdagent_version
 }
