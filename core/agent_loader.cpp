@@ -33,7 +33,9 @@ constexpr std::string_view libc_module = "libc.so.6";
 constexpr std::string_view loader_module = "ld-linux-x86-64.so.2";
 constexpr int consistency_tries = 5;
 constexpr int consistency_pause_ms = 20;
-constexpr int call_timeout_ms = 5000;
+// Generous: the other threads run meanwhile, and a call may wait for a lock
+// one of them holds.
+constexpr int call_timeout_ms = 30000;
 constexpr double dlopen_limit_seconds = 10.0;
 constexpr std::uint64_t page_bytes = 4096;
 // Two pages: the loader routine (made read+exec) and its control block (read+write).
@@ -383,6 +385,11 @@ void injection::write_block(const libc_functions& libc, int target_fd)
 
 void injection::undo_page(ptrace::hijacked_thread& h, const libc_functions& libc, int target_fd)
 {
+    if (h.is_stuck()) {
+        log::warning("thread {} is still inside a call made for the agent load; its pages are left", h.tid().value);
+        forget_page();
+        return;
+    }
     try {
         if (target_fd >= 0)
             (void)call(h, libc.close, {static_cast<std::uint64_t>(target_fd)}, "close");
@@ -535,6 +542,10 @@ agent_load_report load_agent(ptrace::traced_process& process, const symbols::mod
                              const agent_file& agent, const ptrace::other_stop_handler& others, int cancel_fd)
 {
     const double start = seconds_since_start();
+    struct marker_guard {
+        ptrace::traced_process& p;
+        ~marker_guard() { p.set_call_marker(target_addr{}); }
+    } end_marker{process};
     injection inj(process, modules, agent, others, cancel_fd);
     if (auto present = inj.loaded_version()) {
         if (*present != agent.version)
@@ -552,7 +563,6 @@ agent_load_report load_agent(ptrace::traced_process& process, const symbols::mod
     agent_load_report report = inj.run(inj.choose_thread(), libc);
     report.version = agent.version;
     report.total_ms = (seconds_since_start() - start) * 1000;
-    process.set_call_marker(target_addr{});
     return report;
 }
 

@@ -70,8 +70,13 @@ std::optional<std::uint64_t> hijacked_thread::call(target_addr function, std::sp
         return std::nullopt;
     process_.resume(tid_);
     bool returned = wait_for_call_return(process_, tid_, seconds_since_start() + timeout_ms / 1000.0, others);
-    if (!returned)
+    if (!returned) {
+        // Still inside the call (or gone): its return slot is live stack now,
+        // not a change to put back.
+        process_.journal().forget(slot);
+        stuck_ = process_.is_alive() && process_.find(tid_) != nullptr;
         return std::nullopt;
+    }
     process_.journal().restore(slot);
     auto after = registers::read(tid_);
     if (!after)
@@ -81,7 +86,7 @@ std::optional<std::uint64_t> hijacked_thread::call(target_addr function, std::sp
 
 void hijacked_thread::restore()
 {
-    if (restored_ || !process_.is_alive())
+    if (restored_ || stuck_ || !process_.is_alive())
         return;
     restored_ = true;
     if (process_.find(tid_) == nullptr)

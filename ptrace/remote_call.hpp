@@ -53,10 +53,13 @@ public:
 
     /// Writes back the saved state (signal mask, FP/XSAVE area, general
     /// registers: an interrupted system call restarts) and the kept-back
-    /// signal, then lets the thread run on. Idempotent.
+    /// signal, then lets the thread run on. Idempotent; nothing once stuck.
     void restore();
 
     tid_t tid() const { return tid_; }
+    /// A call did not return in time: the thread is still running it, and
+    /// nothing more may be done with it (no call, no restore).
+    bool is_stuck() const { return stuck_; }
     const thread_state& saved() const { return saved_; }
 
 private:
@@ -65,6 +68,7 @@ private:
     thread_state saved_;
     int kept_signal_ = 0;
     bool restored_ = false;
+    bool stuck_ = false;
 };
 
 /// Waits, at most until `deadline` (seconds on the seconds_since_start()
