@@ -16,11 +16,15 @@
 #include <thread>
 #include <vector>
 
+#include <fstream>
+#include <iterator>
+
 #include <dirent.h>
 #include <unistd.h>
 
 #include "core/agent_loader.hpp"
 #include "tests/integration/integration_support.hpp"
+#include "tests/support/temp_file.hpp"
 #include "tests/support/wait_until.hpp"
 
 using namespace tdctl::test;
@@ -297,4 +301,35 @@ TEST_CASE("agent_file::read finds the agent's version string through its PT_LOAD
     CHECK(agent.version.starts_with("tdagent "));
     CHECK(tdctl::core::elf_string_at(agent.bytes, 0xffffffffffff) == std::nullopt);
     CHECK_THROWS(tdctl::core::agent_file::read(tdctl_path()));  // an ELF file without __tdagent_version
+}
+
+TEST_CASE("an agent of another version already loaded is refused, with both versions named")
+{
+    require_attach();
+    // A copy of the agent whose version string says 9 instead of 1 (same length).
+    const std::string agent_path = fixture_path("../../agent/libtdagent.so");
+    std::ifstream in(agent_path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto at = bytes.find(std::string("tdagent 1\0", 10));
+    REQUIRE(at != std::string::npos);
+    bytes[at + 8] = '9';
+    temp_directory dir("tdctl-inject");
+    const std::string other = dir.path() + "/libtdagent.so";
+    std::ofstream(other, std::ios::binary) << bytes;
+
+    child_process target = start_target();
+    const pid_t pid = target.pid();
+    tdctl_run first = run_tdctl({"-p", std::to_string(pid), "--agent", "--batch", "-e", "detach"}, 60000ms,
+                                run_options{.stdin_text = {}, .env = {{"TDCTL_AGENT", other}}});
+    REQUIRE_MESSAGE(first.result.status.is_success(), first.describe());
+    CHECK((first.result.out + first.result.err).find("tdagent 9 loaded") != std::string::npos);
+    auto maps_before = proc_maps(pid).size();
+    tdctl_run second = attach_with_agent(pid);
+    CHECK_MESSAGE(second.result.status.exit_code() == 2, second.describe());
+    CHECK_MESSAGE(second.result.err.find("another version is already loaded ('tdagent 9'; this tdctl brings "
+                                         "'tdagent 1')") != std::string::npos,
+                  second.describe());
+    require_untraced(pid);
+    CHECK(proc_maps(pid).size() == maps_before);
+    CHECK(check(target).eintr == 0);
 }
