@@ -12,6 +12,7 @@
 #include <link.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -293,9 +294,12 @@ void injection::wait_until_consistent()
 
 tid_t injection::choose_thread()
 {
-    // A thread in user code needs no system call restarted; after it, one in
-    // a call the kernel restarts by itself; a restart_block (nanosleep,
-    // timed futex) last.
+    // Best: a thread blocked in a system call the kernel restarts (read,
+    // poll, nanosleep...), other than a futex wait: it holds no lock of libc
+    // that pthread_create may need (a thread stopped in user code may be
+    // inside malloc with its arena locked, and would then wait for itself).
+    // Then one in user code, then a futex wait, then anything else. Among
+    // equals, the newest thread (highest TID).
     tid_t best{};
     int best_rank = 99;
     for (tid_t tid : process_.tids()) {
@@ -304,8 +308,9 @@ tid_t injection::choose_thread()
         auto state = ptrace::thread_state::read(tid);
         if (!state)
             continue;
-        int rank = state->in_user_code() ? 0 : state->in_restartable_syscall() ? 1 : 2;
-        if (rank < best_rank)
+        bool futex = state->general().syscall_number() == SYS_futex;
+        int rank = state->in_restartable_syscall() ? (futex ? 2 : 0) : state->in_user_code() ? 1 : 3;
+        if (rank <= best_rank)
             best = tid, best_rank = rank;
     }
     if (best.value == 0)
