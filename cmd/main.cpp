@@ -377,14 +377,22 @@ bool load_agent_by_attach(core::session& session, cmd::output& out, cmd::signal_
     }
     try {
         auto report = session.load_agent(core::agent_file::read(*path), signals.fd());
-        if (report.reused)
-            out.note(fmt::format("agent: {} already loaded in process {}; reused", report.version, session.pid()));
-        else
-            out.note(fmt::format("agent: {} loaded into process {} in {:.1f} ms (thread {} ran {:.1f} ms of calls{}; "
-                                 "dlopen in thread {})",
-                                 report.version, session.pid(), report.total_ms, report.hijacked.value,
-                                 report.hijack_ms, report.hijacked_in_syscall ? ", its system call restarted" : "",
-                                 report.loader.value));
+        events::json_record rec{{"type", "agent"}, {"pid", session.pid()}, {"action", report.reused ? "reused" : "loaded"},
+                                {"version", report.version}};
+        if (report.reused) {
+            out.record(rec, fmt::format("agent: {} already loaded in process {}; reused", report.version, session.pid()));
+            return true;
+        }
+        rec["ms"] = report.total_ms;
+        rec["hijacked_tid"] = report.hijacked.value;
+        rec["hijack_ms"] = report.hijack_ms;
+        rec["syscall_restarted"] = report.hijacked_in_syscall;
+        rec["loader_tid"] = report.loader.value;
+        out.record(rec, fmt::format("agent: {} loaded into process {} in {:.1f} ms (thread {} ran {:.1f} ms of calls{}; "
+                                    "dlopen in thread {})",
+                                    report.version, session.pid(), report.total_ms, report.hijacked.value,
+                                    report.hijack_ms, report.hijacked_in_syscall ? ", its system call restarted" : "",
+                                    report.loader.value));
         return true;
     } catch (const error& e) {
         if (e.domain() == error_domain::os && e.code() == EINTR)
