@@ -237,19 +237,6 @@ constexpr const char* help_examples =
     "  tdctl -p PID -e 'top --count 3'        which thread burns CPU, waits for one, or is blocked (like pidstat -t)\n"
     "  tdctl -p PID -e 'watch --for 10s'      threads born and ended in 10 s, then each one's on/off-CPU split";
 
-// Whether /proc/PID/maps has a libtdagent.so mapping: --agent -p uses an
-// agent already there (the session checks its __tdagent_version). False
-// when maps cannot be read (the attach then says why).
-bool maps_agent(pid_t pid)
-{
-    std::ifstream maps(fmt::format("/proc/{}/maps", pid));
-    std::string line;
-    while (std::getline(maps, line))
-        if (line.find("/libtdagent.so") != std::string::npos)
-            return true;
-    return false;
-}
-
 // The option table (CLI11); an exit status when tdctl ends here (--help,
 // --version, a usage error).
 std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts, const early_options& early)
@@ -279,8 +266,9 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts, 
         ->type_name("FORMAT");
     app.add_flag("--debug", opts.debug, "log every ptrace request and stop to stderr");
     app.add_flag("--agent", opts.agent,
-                 "the full event set (lock, sleep, signal, reap...): launch with libtdagent.so preloaded, or, "
-                 "with -p, use the libtdagent.so the process already loaded and route its calls to it");
+                 "the full event set (lock, sleep, signal, reap...): libtdagent.so preloaded into a launch, "
+                 "or, with -p, loaded into the running process (or the one it already has reused) and its "
+                 "calls routed to it");
     app.footer("Usage: tdctl [options] -p PID    attach to a running process\n"
                "       tdctl [options] -- PROG [ARGS...]   launch PROG under tdctl\n"
                "With no commands, a launched program is watched until it exits; an attached one gets an\n"
@@ -335,11 +323,6 @@ std::optional<int> check_command_line(cli_options& opts, const early_options& ea
     opts.trace_format = *format;
     if (opts.trace_path.empty() && opts.trace_format_text != "perfetto")
         return usage_error(early, "--trace-format needs --trace FILE");
-    if (opts.agent && opts.pid != 0 && !maps_agent(opts.pid))
-        return usage_error(early, fmt::format("--agent -p {}: libtdagent.so is not loaded in the target; loading it "
-                                              "into a running process is not available (launch with --agent, or "
-                                              "have the program dlopen() it)",
-                                              opts.pid));
     return std::nullopt;
 }
 
@@ -383,13 +366,55 @@ std::optional<ptrace::launch_options> launch_options_for(const cli_options& opts
     return launch;
 }
 
+// `-p PID --agent`: loads libtdagent.so into the attached process (or finds
+// it there); false after an error record when it is refused or fails (the
+// session's detach then leaves the target as it was).
+bool load_agent_by_attach(core::session& session, cmd::output& out, cmd::signal_source& signals)
+{
+    auto path = find_agent_library();
+    if (!path) {
+        out.error("agent", "--agent: cannot find libtdagent.so next to tdctl (../agent/ or ../lib/); "
+                           "set TDCTL_AGENT=/path/to/libtdagent.so");
+        return false;
+    }
+    try {
+        auto report = session.load_agent(core::agent_file::read(*path), signals.fd());
+        events::json_record rec{{"type", "agent"}, {"pid", session.pid()}, {"action", report.reused ? "reused" : "loaded"},
+                                {"version", report.version}};
+        if (report.reused) {
+            out.record(rec, fmt::format("agent: {} already loaded in process {}; reused", report.version, session.pid()));
+            return true;
+        }
+        rec["ms"] = report.total_ms;
+        rec["hijacked_tid"] = report.hijacked.value;
+        rec["hijack_ms"] = report.hijack_ms;
+        rec["syscall_restarted"] = report.hijacked_in_syscall;
+        rec["loader_tid"] = report.loader.value;
+        out.record(rec, fmt::format("agent: {} loaded into process {} in {:.1f} ms (thread {} ran {:.1f} ms of calls{}; "
+                                    "dlopen in thread {})",
+                                    report.version, session.pid(), report.total_ms, report.hijacked.value,
+                                    report.hijack_ms, report.hijacked_in_syscall ? ", its system call restarted" : "",
+                                    report.loader.value));
+        return true;
+    } catch (const error& e) {
+        if (e.domain() == error_domain::os && e.code() == EINTR)
+            throw;
+        out.error("agent", fmt::format("--agent: {}; nothing was changed in the target", e.what()));
+        return false;
+    }
+}
+
 // Attaches or launches; the exit status when that fails.
 std::expected<std::unique_ptr<core::session>, int> start_session(const cli_options& opts, cmd::output& out,
                                                                  cmd::signal_source& signals)
 {
     try {
-        if (!opts.launched())
-            return core::session::attach(opts.pid, signals.fd(), opts.agent);
+        if (!opts.launched()) {
+            auto session = core::session::attach(opts.pid, signals.fd(), opts.agent);
+            if (opts.agent && !load_agent_by_attach(*session, out, signals))
+                return std::unexpected(exit_failed);
+            return session;
+        }
         auto launch = launch_options_for(opts, out);
         if (!launch)
             return std::unexpected(exit_failed);

@@ -36,8 +36,6 @@ std::unique_ptr<session> session::attach(pid_t pid, int cancel_fd, bool with_age
     std::unique_ptr<session> s(new session(ptrace::traced_process::attach(pid, cancel_fd)));
     s->passes_by_late_agent_ = !with_agent;
     s->load_symbols();
-    if (with_agent)
-        s->route_calls_to_agent();
     // Every thread stays stopped until a command needs the target running
     // (release_lingering): `-p PID -e threads -e detach` stops it once.
     s->held_ = false;
@@ -103,14 +101,26 @@ void session::route_calls_to_agent()
 {
     if (!agent_ || agent_->backend() != "tdagent")
         throw error::target(fmt::format(
-            "--agent: libtdagent.so is not loaded in the target ({}); loading it into a running process is not "
-            "available",
+            "--agent: libtdagent.so is not in the target after loading it ({})",
             has_module("libtdagent.so") ? no_agent_reason_ : "no module exports __tdagent_version"));
     routing_ = route_to_agent(modules_, process_->journal(), process_->memory());
     for (const auto& p : routing_->problems)
         log::warning("routing to the agent: {}", p);
     log::debug("routed {} GOT slots in {} modules to the agent ({} already bound to it)", routing_->slots,
                routing_->modules, routing_->already);
+}
+
+agent_load_report session::load_agent(const agent_file& agent, int cancel_fd)
+{
+    std::vector<session_event> unseen;
+    auto others = [&](const ptrace::stop_event& ev) { handle(ev, unseen, true); };
+    agent_load_report report = core::load_agent(*process_, modules_, agent, others, cancel_fd);
+    if (!report.reused)
+        load_symbols();   // from here on the session is as at an attach that found the agent loaded
+    // Calls between modules loaded before the agent reach it through their
+    // GOT slots, rewritten (and journaled) here.
+    route_calls_to_agent();
+    return report;
 }
 
 void session::follow_loader()
@@ -766,6 +776,8 @@ void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& o
     case stop_kind::exec:
         on_exec(ev, out);
         return;
+    case stop_kind::call_returned:
+        return;  // a remote call's end; only its caller (agent_loader) waits for it
     case stop_kind::process_exited: {
         session_event se;
         se.what = session_event::kind::process_exited;

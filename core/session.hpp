@@ -18,6 +18,7 @@
 
 #include "base/types.hpp"
 #include "base/unique_fd.hpp"
+#include "core/agent_loader.hpp"
 #include "core/backtrace.hpp"
 #include "core/call_site.hpp"
 #include "core/event_watch.hpp"
@@ -66,9 +67,9 @@ public:
     /// cancel_fd became readable meanwhile (everything seized is let go).
     /// Without `with_agent`, a libtdagent.so the target dlopen()ed is passed
     /// by (it sees none of the calls: nptl serves); one preloaded or linked
-    /// serves as at launch. With `with_agent`, the agent must be loaded
-    /// (__tdagent_version; tdctl::error (target) otherwise, nothing changed)
-    /// and the modules' calls are routed to it (core/got_routing.hpp).
+    /// serves as at launch. With `with_agent`, one the target dlopen()ed is
+    /// considered too; load_agent() then loads it if needed and routes the
+    /// modules' calls to it.
     static std::unique_ptr<session> attach(pid_t pid, int cancel_fd = -1, bool with_agent = false);
     /// Launches argv stopped at its entry point.
     static std::unique_ptr<session> launch(const ptrace::launch_options& opts);
@@ -100,6 +101,17 @@ public:
     }
 
     ptrace::traced_process& process() { return *process_; }
+
+    /// Loads libtdagent.so into the attached process (core/agent_loader.hpp),
+    /// or finds the same version already there, and re-reads the modules:
+    /// afterwards the session is as after an attach to a process that had
+    /// the agent loaded (the tdagent backend), and the calls of the modules
+    /// loaded before it are routed to it through their GOT slots
+    /// (core/got_routing.hpp, journaled). Call right after attach(),
+    /// every thread still stopped; returns so. Throws tdctl::error (target)
+    /// with the reason on a refusal or failure (nothing left in the
+    /// target), (os, EINTR) when cancel_fd became readable first.
+    agent_load_report load_agent(const agent_file& agent, int cancel_fd = -1);
     const symbols::module_set& modules() const { return modules_; }
 
     /// The thread agent, or nullptr when the target has no thread library

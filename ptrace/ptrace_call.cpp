@@ -25,6 +25,12 @@ const char* request_name(__ptrace_request req)
     case PTRACE_SEIZE: return "PTRACE_SEIZE";
     case PTRACE_INTERRUPT: return "PTRACE_INTERRUPT";
     case PTRACE_LISTEN: return "PTRACE_LISTEN";
+    case PTRACE_GETFPREGS: return "PTRACE_GETFPREGS";
+    case PTRACE_SETFPREGS: return "PTRACE_SETFPREGS";
+    case PTRACE_GETREGSET: return "PTRACE_GETREGSET";
+    case PTRACE_SETREGSET: return "PTRACE_SETREGSET";
+    case PTRACE_GETSIGMASK: return "PTRACE_GETSIGMASK";
+    case PTRACE_SETSIGMASK: return "PTRACE_SETSIGMASK";
     default: return "PTRACE_?";
     }
 }

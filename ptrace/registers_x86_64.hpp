@@ -42,6 +42,13 @@ public:
     bool emulate_return(target_memory& mem);
 
     const user_regs_struct& raw() const { return regs_; }
+    /// Registers with the given values (to be written to a task with write()).
+    static registers from_raw(const user_regs_struct& r)
+    {
+        registers out;
+        out.regs_ = r;
+        return out;
+    }
 
 private:
     user_regs_struct regs_{};

@@ -48,6 +48,7 @@ const char* stop_kind_name(stop_kind k)
     case stop_kind::thread_exited: return "thread-exited";
     case stop_kind::exec: return "exec";
     case stop_kind::process_exited: return "process-exited";
+    case stop_kind::call_returned: return "call-returned";
     }
     return "?";
 }
@@ -645,6 +646,9 @@ std::optional<stop_event> traced_process::on_signal_stop(task& t, int sig)
         if (!t.trap_site.is_null() || !t.stopped)
             return std::nullopt;
     }
+    if (sig == SIGSEGV && !call_marker_.is_null())
+        if (auto r = registers::read(t.tid); r && r->pc() == call_marker_)
+            return stop_event{stop_kind::call_returned, t.tid, {}, call_marker_, 0};
     if (sig == SIGCONT)
         for (auto& [id, other] : tasks_)
             other->in_group_stop = false;
@@ -981,6 +985,35 @@ std::optional<stop_event> traced_process::on_exec(tid_t tid)
 }
 
 // ---------------------------------------------------------------- run control
+
+int traced_process::take_pending_signal(tid_t tid)
+{
+    task* t = find_task(tid);
+    if (t == nullptr)
+        return 0;
+    return std::exchange(t->pending_signal, 0);
+}
+
+void traced_process::restore_pending_signal(tid_t tid, int sig)
+{
+    if (task* t = find_task(tid); t != nullptr && sig != 0)
+        t->pending_signal = sig;
+}
+
+void traced_process::keep_stopped(tid_t tid)
+{
+    if (task* t = find_task(tid); t != nullptr && t->stopped)
+        t->needs_owner = true;
+}
+
+bool traced_process::is_unfit_for_call(tid_t tid) const
+{
+    auto it = tasks_.find(tid);
+    if (it == tasks_.end())
+        return true;
+    const task& t = *it->second;
+    return !t.stopped || t.in_group_stop || t.exiting || t.in_vfork || !t.trap_site.is_null();
+}
 
 void traced_process::resume(tid_t tid)
 {

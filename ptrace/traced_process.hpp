@@ -36,6 +36,7 @@ enum class stop_kind {
     exec,             ///< tid (now the leader) runs a new image; every other task and every site is gone; stopped.
                       ///< `child` is the TID the exec'ing thread had and `address` its old thread pointer
     process_exited,   ///< every task is gone; `status` is the leader's raw wait status
+    call_returned,    ///< tid faulted at the call marker (set_call_marker): a remote call it ran is over; stopped
 };
 
 const char* stop_kind_name(stop_kind k);
@@ -184,6 +185,25 @@ public:
     /// tdctl::error naming `what` if the process exits first.
     void run_to(target_addr where, const char* what);
 
+    // ---- remote calls (ptrace/remote_call.hpp)
+
+    /// From now on a SIGSEGV stop of any task whose pc is `marker` (an
+    /// address that can never be mapped: a remote call's return address) is
+    /// reported as stop_kind::call_returned, the task left stopped, instead
+    /// of the signal being passed on. A null marker ends that.
+    void set_call_marker(target_addr marker) { call_marker_ = marker; }
+    target_addr call_marker() const { return call_marker_; }
+    /// Takes the signal a stopped task holds for its restart (0 if none), so
+    /// that code run on its behalf does not receive it; give it back with
+    /// restore_pending_signal() before the task resumes its own work.
+    int take_pending_signal(tid_t tid);
+    void restore_pending_signal(tid_t tid, int sig);
+    /// Keeps a stopped task stopped across release_all() until resume(tid)
+    /// (as if it had a stop the owner has not handled).
+    void keep_stopped(tid_t tid);
+    /// The task is in group-stop, exiting or in vfork(): it cannot run code for us.
+    bool is_unfit_for_call(tid_t tid) const;
+
     /// Raw wait status of the leader once the process exited.
     std::optional<int> exit_status() const { return exit_status_; }
 
@@ -307,6 +327,7 @@ private:
     int hold_depth_ = 0;
     int cancel_fd_ = -1;   // readable: give up waiting (attach only)
     target_addr run_to_reached_;  // where the last run_to() stopped the leader
+    target_addr call_marker_;     // a remote call's return address; null when none runs
 };
 
 }  // namespace tdctl::ptrace

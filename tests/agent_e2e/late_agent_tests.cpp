@@ -296,17 +296,33 @@ TEST_CASE("attach --agent and detach 20 times: the agent is reused, everything r
     CHECK_FALSE(target.process.wait_exit(0ms).has_value());
 }
 
-TEST_CASE("attach --agent without the agent in the target is refused before anything is touched")
+TEST_CASE("attach --agent to a process without the agent loads it, routes its calls, and puts every slot back")
 {
     test::require_ptrace();
     late_target target("e2e_late_agent", "none");
-    auto result = test::run_command({test::tdctl_path(), "-p", std::to_string(target.pid()), "--agent", "-e", "threads"},
-                                    30s);
-    INFO(result.describe());
-    CHECK_FALSE(result.status.is_success());
-    CHECK(result.err.find("not loaded in the target; loading it into a running process is not available") !=
-          std::string::npos);
-    CHECK(test::tracer_pid(target.pid()) == 0);
+    // The first attach loads the agent (no events asked for) and detaches.
+    auto load = test::run_command({test::tdctl_path(), "-p", std::to_string(target.pid()), "--agent", "-e", "detach"},
+                                  60s);
+    INFO(load.describe());
+    REQUIRE(load.status.is_success());
+    CHECK(load.out.find("loaded into process") != std::string::npos);
+    REQUIRE(test::wait_until([&] { return test::tracer_pid(target.pid()) == 0; }, 5s));
+    // From here on it is a process with the agent in it: the next attach
+    // reuses it, routes the calls of every worker (all older than the agent)
+    // and puts every slot back.
+    auto before = snapshot(target.pid());
+    auto run = attach_and_watch(target.pid(), "2", &before);
+    INFO(describe_run(run));
+    REQUIRE(run.result.status.is_success());
+    for (const auto* who : {&target.early, &target.late}) {
+        auto n = events_by(run, *who);
+        for (const char* e : {"TD_LOCK_TRY", "TD_SLEEP", "TD_READY", "TD_CREATE"})
+            CHECK_MESSAGE(n[e] > 0, fmt::format("no {} from the {} threads", e, who == &target.early ? "early" : "late"));
+    }
+    REQUIRE(test::wait_until([&] { return test::tracer_pid(target.pid()) == 0; }, 5s));
+    auto after = snapshot(target.pid());
+    CHECK_MESSAGE(differences(before, after).empty(), differences(before, after));
+    CHECK(records_reporting(target.pid()).second == 0);
     CHECK_FALSE(target.process.wait_exit(0ms).has_value());
 }
 

@@ -96,7 +96,7 @@ TEST_SUITE("cli regressions")
     // `-e` took every following word (`-e threads bogus` ran `threads` and
     // dropped `bogus`); an unknown option was launched as a program; `-p abc`
     // printed a range of 300 digits.
-    TEST_CASE("usage errors: stray words, unknown options, bad PIDs, --agent with -p")
+    TEST_CASE("usage errors: stray words, unknown options, bad PIDs")
     {
         require_attach();
         auto target = child_process::spawn({fixture_path("sleeper"), "1"});
@@ -113,7 +113,6 @@ TEST_SUITE("cli regressions")
                  {{"-p", "abc"}, "not a process ID: abc"},
                  {{"-p", "0"}, "not a process ID: 0"},
                  {{"-p", "-5"}, "not a process ID"},
-                 {{"--agent", "-p", pid}, "--agent"},
              }) {
             auto run = run_tdctl(c.args, 20s);
             INFO(run.describe());

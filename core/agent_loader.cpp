@@ -1,0 +1,574 @@
+#include "core/agent_loader.hpp"
+
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "base/clock.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/unique_fd.hpp"
+#include "ptrace/procfs.hpp"
+
+namespace tdctl::core {
+
+using ptrace::stop_event;
+using ptrace::stop_kind;
+
+namespace {
+
+constexpr std::string_view libc_module = "libc.so.6";
+constexpr std::string_view loader_module = "ld-linux-x86-64.so.2";
+constexpr int consistency_tries = 5;
+constexpr int consistency_pause_ms = 20;
+// Generous: the other threads run meanwhile, and a call may wait for a lock
+// one of them holds.
+constexpr int call_timeout_ms = 30000;
+constexpr double dlopen_limit_seconds = 10.0;
+constexpr std::uint64_t page_bytes = 4096;
+// Two pages: the loader routine (made read+exec) and its control block (read+write).
+constexpr std::uint64_t mapping_bytes = 2 * page_bytes;
+
+// The control block (second page): what the routine reads and fills, and the
+// strings it needs. Offsets are the routine's (see loader_routine).
+namespace block {
+constexpr std::uint64_t dlopen = 0, dlerror = 8, close = 16, munmap = 24, marker = 32;
+constexpr std::uint64_t handle = 40, error = 48, fd = 56, traced = 64, done = 72, size = 80, base = 88;
+constexpr std::uint64_t path = 96, memfd_name = 128, thread = 160;
+}  // namespace block
+
+// The loader thread's start routine (x86_64, System V; rdi = the block):
+//   push rbx; mov rbx,rdi
+//   lea rdi,[rbx+path]; mov esi,RTLD_NOW; call [rbx+dlopen]; mov [rbx+handle],rax
+//   test rax,rax; jnz 1f; call [rbx+dlerror]; mov [rbx+error],rax
+// 1: mov rdi,[rbx+fd]; call [rbx+close]; mov qword [rbx+done],1
+//   cmp qword [rbx+traced],0; je 2f
+//   mov rax,[rbx+marker]; pop rbx; jmp rax      -- tdctl waits: fault at the marker
+// 2: mov rax,[rbx+munmap]; mov rdi,[rbx+base]; mov rsi,[rbx+size]; pop rbx
+//   jmp rax                                       -- alone: munmap(both pages) returns to start_thread
+// The fault leaves rsp at the routine's entry, on start_thread's return
+// address, so tdctl can send it on to munmap the same way.
+constexpr std::array<unsigned char, 75> loader_routine{
+    0x53, 0x48, 0x89, 0xfb, 0x48, 0x8d, 0x7b, 0x60, 0xbe, 0x02, 0x00, 0x00, 0x00, 0xff, 0x13, 0x48, 0x89,
+    0x43, 0x28, 0x48, 0x85, 0xc0, 0x75, 0x07, 0xff, 0x53, 0x08, 0x48, 0x89, 0x43, 0x30, 0x48, 0x8b, 0x7b,
+    0x38, 0xff, 0x53, 0x10, 0x48, 0xc7, 0x43, 0x48, 0x01, 0x00, 0x00, 0x00, 0x48, 0x83, 0x7b, 0x40, 0x00,
+    0x74, 0x07, 0x48, 0x8b, 0x43, 0x20, 0x5b, 0xff, 0xe0, 0x48, 0x8b, 0x43, 0x18, 0x48, 0x8b, 0x7b, 0x58,
+    0x48, 0x8b, 0x73, 0x50, 0x5b, 0xff, 0xe0};
+
+/// libc functions the load calls, by address in the target.
+struct libc_functions {
+    target_addr mmap, mprotect, munmap, memfd_create, close, pthread_create, dlopen, dlerror;
+};
+
+bool cancelled(int cancel_fd)
+{
+    if (cancel_fd < 0)
+        return false;
+    pollfd p{cancel_fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+}
+
+std::optional<std::string> read_target_string(target_memory& mem, target_addr at, std::size_t max)
+{
+    std::string s(max, '\0');
+    std::size_t n = mem.read(at, std::as_writable_bytes(std::span<char>(s)));
+    s.resize(n);
+    if (auto nul = s.find('\0'); nul != std::string::npos) {
+        s.resize(nul);
+        return s;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int> seccomp_mode_of(std::string_view text)
+{
+    constexpr std::string_view key = "\nSeccomp:";
+    auto at = text.find(key);
+    if (at == std::string_view::npos)
+        return std::nullopt;
+    std::string_view rest = text.substr(at + key.size());
+    while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t'))
+        rest.remove_prefix(1);
+    int mode = 0;
+    auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), mode);
+    if (ec != std::errc{})
+        return std::nullopt;
+    return mode;
+}
+
+std::optional<std::string> elf_string_at(const std::vector<std::byte>& image, std::uint64_t vaddr)
+{
+    if (image.size() < sizeof(Elf64_Ehdr))
+        return std::nullopt;
+    Elf64_Ehdr eh;
+    std::memcpy(&eh, image.data(), sizeof eh);
+    for (unsigned i = 0; i < eh.e_phnum; ++i) {
+        std::uint64_t at = eh.e_phoff + std::uint64_t{i} * eh.e_phentsize;
+        if (at + sizeof(Elf64_Phdr) > image.size())
+            return std::nullopt;
+        Elf64_Phdr ph;
+        std::memcpy(&ph, image.data() + at, sizeof ph);
+        if (ph.p_type != PT_LOAD || vaddr < ph.p_vaddr || vaddr >= ph.p_vaddr + ph.p_filesz)
+            continue;
+        std::uint64_t off = ph.p_offset + (vaddr - ph.p_vaddr);
+        const char* begin = reinterpret_cast<const char*>(image.data()) + off;
+        std::size_t room = image.size() - off;
+        std::size_t len = strnlen(begin, room);
+        if (len == room)
+            return std::nullopt;
+        return std::string(begin, len);
+    }
+    return std::nullopt;
+}
+
+agent_file agent_file::read(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        throw error::from_errno(errno, fmt::format("cannot read the agent {}", path));
+    std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    agent_file f{path, {}, {}};
+    f.bytes.resize(raw.size());
+    std::memcpy(f.bytes.data(), raw.data(), raw.size());
+    auto module = symbols::elf_module::open_file(path, target_addr{0});
+    auto sym = module ? module->lookup("__tdagent_version") : std::nullopt;
+    auto version = sym ? elf_string_at(f.bytes, sym->address.value) : std::nullopt;
+    if (!version)
+        throw error::target(fmt::format("{} is not libtdagent.so (no __tdagent_version)", path));
+    f.version = *version;
+    return f;
+}
+
+namespace {
+
+/// One load, step by step; every step that fails throws with the reason.
+class injection {
+public:
+    injection(ptrace::traced_process& process, const symbols::module_set& modules, const agent_file& agent,
+              const ptrace::other_stop_handler& others, int cancel_fd)
+        : process_(process), modules_(modules), agent_(agent), others_(others), cancel_fd_(cancel_fd)
+    {
+    }
+
+    std::optional<std::string> loaded_version();
+    void refuse_unfit_target();
+    libc_functions find_libc();
+    void wait_until_consistent();
+    tid_t choose_thread();
+    agent_load_report run(tid_t tid, const libc_functions& libc);
+
+private:
+    void set_up_page(ptrace::hijacked_thread& h, const libc_functions& libc);
+    void fill_memfd(int target_fd);
+    void write_block(const libc_functions& libc, int target_fd);
+    std::uint64_t call(ptrace::hijacked_thread& h, target_addr fn, std::initializer_list<std::uint64_t> args,
+                       const char* what);
+    void undo_page(ptrace::hijacked_thread& h, const libc_functions& libc, int target_fd);
+    void journal_bytes(target_addr at, std::span<const std::byte> bytes);
+    tid_t wait_for_loader();
+    std::string finish_loader(tid_t loader, const libc_functions& libc);
+    void forget_page();
+    void keep_only_flag();
+    /// The journal entry (16-byte piece of the block) that holds `traced`.
+    target_addr flag_entry() const { return data_ + (block::traced - block::traced % 16); }
+    void pass_time(int ms);
+    /// A stop that is not the hijacked thread's return: the loader thread at
+    /// the marker (it may finish before pthread_create has returned) is kept;
+    /// the rest goes to the session.
+    void other_stop(const stop_event& ev);
+
+    ptrace::traced_process& process_;
+    const symbols::module_set& modules_;
+    const agent_file& agent_;
+    const ptrace::other_stop_handler& others_;
+    int cancel_fd_;
+    target_addr page_;   // the routine's page; the block's follows it
+    target_addr data_;
+    tid_t loader_at_marker_;
+    std::vector<target_addr> journaled_;   // entries in the page, forgotten once it is unmapped
+};
+
+std::optional<std::string> injection::loaded_version()
+{
+    for (const auto& m : modules_.modules()) {
+        auto sym = m->lookup("__tdagent_version");
+        if (!sym)
+            continue;
+        auto v = read_target_string(process_.memory(), sym->address, 64);
+        return v.value_or("(unreadable)");
+    }
+    return std::nullopt;
+}
+
+void injection::refuse_unfit_target()
+{
+    for (tid_t tid : procfs::list_tasks(process_.pid())) {
+        auto text = procfs::read_file(fmt::format("/proc/{}/task/{}/status", process_.pid(), tid.value));
+        auto mode = text ? seccomp_mode_of(*text) : std::nullopt;
+        if (mode && *mode != 0)
+            throw error::target(fmt::format("thread {} runs under a seccomp {} (Seccomp: {} in /proc/{}/task/{}/status): "
+                                            "the calls the load needs may be forbidden or kill the process",
+                                            tid.value, *mode == 1 ? "strict mode" : "filter", *mode, process_.pid(),
+                                            tid.value));
+    }
+    if (modules_.find(libc_module) != nullptr)
+        return;
+    for (const auto& m : modules_.modules())
+        if (m->soname().find("musl") != std::string::npos || m->path().find("musl") != std::string::npos)
+            throw error::target(fmt::format("the target runs on musl libc ({}): the agent needs glibc's dlopen and "
+                                            "thread library", m->path()));
+    if (modules_.find(loader_module) == nullptr)
+        throw error::target("the target is statically linked (no dynamic loader mapped): nothing can load a library "
+                            "into it");
+    throw error::target("the target has no libc.so.6: the agent needs glibc (2.34 or later)");
+}
+
+libc_functions injection::find_libc()
+{
+    const auto* libc = modules_.find(libc_module);
+    auto need = [&](std::string_view name) {
+        auto s = libc->lookup(name);
+        if (!s)
+            throw error::target(fmt::format("{} exports no {}{}", libc->path(), name,
+                                            name.starts_with("dlopen") ? " (glibc older than 2.34 keeps it in "
+                                                                         "libdl; not supported)"
+                                                                       : ""));
+        return s->address;
+    };
+    auto dlopen = libc->lookup("dlopen@GLIBC_2.34");
+    libc_functions f;
+    f.dlopen = dlopen ? dlopen->address : need("dlopen");
+    f.dlerror = need("dlerror");
+    f.mmap = need("mmap");
+    f.mprotect = need("mprotect");
+    f.munmap = need("munmap");
+    f.memfd_create = need("memfd_create");
+    f.close = need("close");
+    f.pthread_create = need("pthread_create");
+    return f;
+}
+
+void injection::pass_time(int ms)
+{
+    double until = seconds_since_start() + ms / 1000.0;
+    while (seconds_since_start() < until)
+        if (auto ev = process_.next_event(ms))
+            others_(*ev);
+}
+
+void injection::wait_until_consistent()
+{
+    const auto* ld = modules_.find(loader_module);
+    auto rdebug = ld ? ld->lookup("_r_debug") : std::nullopt;
+    if (!rdebug)
+        throw error::target(fmt::format("{} exports no _r_debug: cannot tell whether it is loading a library",
+                                        loader_module));
+    for (int attempt = 0; attempt < consistency_tries; ++attempt) {
+        std::int32_t state = -1;
+        if (process_.memory().read_value(rdebug->address + offsetof(struct r_debug, r_state), state) &&
+            state == r_debug::RT_CONSISTENT)
+            return;
+        process_.release_all();
+        pass_time(consistency_pause_ms);
+        process_.stop_all();
+    }
+    throw error::target(fmt::format("the dynamic loader stayed in the middle of loading or unloading a library "
+                                    "(r_debug.r_state not RT_CONSISTENT over {} tries); try again",
+                                    consistency_tries));
+}
+
+tid_t injection::choose_thread()
+{
+    // Best: a thread blocked in a system call the kernel restarts (read,
+    // poll, nanosleep...), other than a futex wait: it holds no lock of libc
+    // that pthread_create may need (a thread stopped in user code may be
+    // inside malloc with its arena locked, and would then wait for itself).
+    // Then one in user code, then a futex wait, then anything else. Among
+    // equals, the newest thread (highest TID).
+    tid_t best{};
+    int best_rank = 99;
+    for (tid_t tid : process_.tids()) {
+        if (process_.is_unfit_for_call(tid))
+            continue;
+        auto state = ptrace::thread_state::read(tid);
+        if (!state)
+            continue;
+        bool futex = state->general().syscall_number() == SYS_futex;
+        int rank = state->in_restartable_syscall() ? (futex ? 2 : 0) : state->in_user_code() ? 1 : 3;
+        if (rank <= best_rank)
+            best = tid, best_rank = rank;
+    }
+    if (best.value == 0)
+        throw error::target("no thread can run code for the load (every one is exiting, in vfork() or in "
+                            "group-stop)");
+    return best;
+}
+
+}  // namespace
+
+namespace {
+
+std::uint64_t injection::call(ptrace::hijacked_thread& h, target_addr fn, std::initializer_list<std::uint64_t> args,
+                              const char* what)
+{
+    std::vector<std::uint64_t> a(args);
+    auto rax = h.call(fn, a, call_timeout_ms, [this](const stop_event& ev) { other_stop(ev); });
+    if (!rax && !process_.is_alive())
+        throw error::target(fmt::format("the process ended during {} on thread {}", what, h.tid().value));
+    if (!rax)
+        throw error::target(fmt::format("{} on thread {} did not return within {} ms", what, h.tid().value,
+                                        call_timeout_ms));
+    return *rax;
+}
+
+void injection::journal_bytes(target_addr at, std::span<const std::byte> bytes)
+{
+    for (std::size_t off = 0; off < bytes.size(); off += 16) {
+        auto piece = bytes.subspan(off, std::min<std::size_t>(16, bytes.size() - off));
+        if (!process_.journal().write(at + off, piece, change_kind::injected))
+            throw error::target(fmt::format("cannot write the loader page at {:#x}", (at + off).value));
+        journaled_.push_back(at + off);
+    }
+}
+
+void injection::set_up_page(ptrace::hijacked_thread& h, const libc_functions& libc)
+{
+    std::uint64_t page = call(h, libc.mmap, {0, mapping_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                                              ~0ull, 0}, "mmap");
+    if (page >= ~std::uint64_t{4095})
+        throw error::target(fmt::format("mmap in the target failed: {}", std::strerror(static_cast<int>(-page))));
+    page_ = target_addr{page};
+    data_ = page_ + page_bytes;
+    constexpr char name[] = "libtdagent.so";
+    journal_bytes(data_ + block::memfd_name, std::as_bytes(std::span(name)));
+}
+
+void injection::fill_memfd(int target_fd)
+{
+    // The memfd reopened through /proc: the target's mount namespace plays no part.
+    std::string path = fmt::format("/proc/{}/fd/{}", process_.pid(), target_fd);
+    unique_fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd.is_open())
+        throw error::from_errno(errno, fmt::format("opening the target's memfd {}", path));
+    std::size_t done = 0;
+    while (done < agent_.bytes.size()) {
+        ssize_t n = ::write(fd.get(), agent_.bytes.data() + done, agent_.bytes.size() - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            throw error::from_errno(errno, fmt::format("writing the agent into {}", path));
+        done += static_cast<std::size_t>(n);
+    }
+}
+
+void injection::write_block(const libc_functions& libc, int target_fd)
+{
+    std::array<std::uint64_t, 12> words{libc.dlopen.value, libc.dlerror.value, libc.close.value, libc.munmap.value,
+                                        ptrace::call_marker.value, 0, 0, static_cast<std::uint64_t>(target_fd),
+                                        1 /* traced */, 0, mapping_bytes, page_.value};
+    journal_bytes(data_, std::as_bytes(std::span(words)));
+    std::array<char, 32> path{};
+    fmt::format_to_n(path.data(), path.size() - 1, "/proc/self/fd/{}", target_fd);
+    journal_bytes(data_ + block::path, std::as_bytes(std::span(path)));
+    journal_bytes(page_, std::as_bytes(std::span(loader_routine)));
+}
+
+void injection::undo_page(ptrace::hijacked_thread& h, const libc_functions& libc, int target_fd)
+{
+    if (h.is_stuck()) {
+        log::warning("thread {} is still inside a call made for the agent load; its pages are left", h.tid().value);
+        forget_page();
+        return;
+    }
+    try {
+        if (target_fd >= 0)
+            (void)call(h, libc.close, {static_cast<std::uint64_t>(target_fd)}, "close");
+        if (!page_.is_null())
+            (void)call(h, libc.munmap, {page_.value, mapping_bytes}, "munmap");
+    } catch (const std::exception& e) {
+        log::warning("undoing the agent load: {}", e.what());
+    }
+    forget_page();
+}
+
+void injection::keep_only_flag()
+{
+    // The page is the loader thread's now: putting its code back to zeros
+    // under it would be harm, not repair. Only the `traced` flag stays
+    // journaled, so that any restore (tdctl killed, time limit) tells the
+    // routine to clean up alone.
+    const target_addr flag = flag_entry();
+    std::erase_if(journaled_, [&](target_addr a) {
+        if (a == flag)
+            return false;
+        process_.journal().forget(a);
+        return true;
+    });
+}
+
+void injection::forget_page()
+{
+    for (target_addr a : journaled_)
+        process_.journal().forget(a);
+    journaled_.clear();
+}
+
+void injection::other_stop(const stop_event& ev)
+{
+    if (ev.kind == stop_kind::call_returned)
+        loader_at_marker_ = ev.tid;
+    else
+        others_(ev);
+}
+
+tid_t injection::wait_for_loader()
+{
+    if (loader_at_marker_.value != 0)
+        return loader_at_marker_;
+    const double deadline = seconds_since_start() + dlopen_limit_seconds;
+    while (seconds_since_start() < deadline && process_.is_alive()) {
+        auto ev = process_.next_event(50);
+        if (!ev)
+            continue;
+        if (ev->kind == stop_kind::call_returned)
+            return ev->tid;
+        others_(*ev);
+    }
+    return tid_t{};
+}
+
+std::string injection::finish_loader(tid_t loader, const libc_functions& libc)
+{
+    std::uint64_t handle = 0, message = 0;
+    process_.memory().read_value(data_ + block::handle, handle);
+    process_.memory().read_value(data_ + block::error, message);
+    std::string why;
+    if (handle == 0)
+        why = message ? read_target_string(process_.memory(), target_addr{message}, 512).value_or("?") : "no reason";
+    // Sent on to munmap its page: the call returns to start_thread, which ends the thread.
+    if (auto r = ptrace::registers::read(loader)) {
+        user_regs_struct regs = r->raw();
+        regs.rip = libc.munmap.value;
+        regs.rdi = page_.value;
+        regs.rsi = mapping_bytes;
+        regs.orig_rax = ~0ull;
+        ptrace::registers::from_raw(regs).write(loader);
+    }
+    forget_page();
+    process_.resume(loader);
+    // It ends at once (munmap, then start_thread's exit): wait, so that the
+    // session starts without it.
+    const double deadline = seconds_since_start() + 2.0;
+    bool gone = false;
+    while (!gone && seconds_since_start() < deadline && process_.is_alive())
+        if (auto ev = process_.next_event(50)) {
+            gone = ev->kind == stop_kind::thread_exited && ev->tid == loader;
+            others_(*ev);
+        }
+    return why;
+}
+
+agent_load_report injection::run(tid_t tid, const libc_functions& libc)
+{
+    agent_load_report report;
+    const double start = seconds_since_start();
+    report.hijacked = tid;
+    int target_fd = -1;
+    {
+        ptrace::hijacked_thread h(process_, tid);
+        report.hijacked_in_syscall = h.saved().in_restartable_syscall();
+        process_.release_all();   // every other thread runs; the hijacked one stays ours
+        try {
+            set_up_page(h, libc);
+            auto fd = static_cast<std::int64_t>(call(h, libc.memfd_create, {(data_ + block::memfd_name).value,
+                                                     MFD_CLOEXEC}, "memfd_create"));
+            if (fd < 0)
+                throw error::target(fmt::format("memfd_create in the target failed: {}", std::strerror(-fd)));
+            target_fd = static_cast<int>(fd);
+            fill_memfd(target_fd);
+            write_block(libc, target_fd);
+            std::int64_t rc = static_cast<std::int64_t>(call(h, libc.mprotect, {page_.value, page_bytes,
+                                                             PROT_READ | PROT_EXEC}, "mprotect"));
+            if (rc != 0)
+                throw error::target("no way to run the loader routine: the target may not make a page executable "
+                                    "(W^X policy)");
+            if (cancelled(cancel_fd_))
+                throw error::from_errno(EINTR, "the agent load was interrupted before it started");
+            rc = static_cast<std::int64_t>(call(h, libc.pthread_create, {(data_ + block::thread).value, 0,
+                                                page_.value, data_.value}, "pthread_create"));
+            if (rc != 0)
+                throw error::target(fmt::format("pthread_create in the target failed: {}", std::strerror(rc)));
+        } catch (...) {
+            undo_page(h, libc, target_fd);
+            h.restore();
+            process_.stop_all();
+            throw;
+        }
+        h.restore();
+        report.hijack_ms = (seconds_since_start() - start) * 1000;
+        keep_only_flag();
+    }
+    report.loader = wait_for_loader();
+    if (report.loader.value == 0) {
+        // Tell the routine it is alone: it unmaps its page itself when dlopen returns.
+        process_.journal().restore(flag_entry());
+        forget_page();
+        process_.stop_all();
+        throw error::target(fmt::format("dlopen did not finish within {} s (a constructor or a lock held in the "
+                                        "target?); the loader thread goes on alone and cleans up after itself",
+                                        dlopen_limit_seconds));
+    }
+    std::string why = finish_loader(report.loader, libc);
+    process_.stop_all();
+    if (!why.empty())
+        throw error::target(fmt::format("dlopen of the agent failed in the target: {}", why));
+    report.total_ms = (seconds_since_start() - start) * 1000;
+    return report;
+}
+
+}  // namespace
+
+agent_load_report load_agent(ptrace::traced_process& process, const symbols::module_set& modules,
+                             const agent_file& agent, const ptrace::other_stop_handler& others, int cancel_fd)
+{
+    const double start = seconds_since_start();
+    struct marker_guard {
+        ptrace::traced_process& p;
+        ~marker_guard() { p.set_call_marker(target_addr{}); }
+    } end_marker{process};
+    injection inj(process, modules, agent, others, cancel_fd);
+    if (auto present = inj.loaded_version()) {
+        if (*present != agent.version)
+            throw error::target(fmt::format("an agent of another version is already loaded ('{}'; this tdctl brings "
+                                            "'{}'): detach, and restart the program to change it",
+                                            *present, agent.version));
+        agent_load_report reused;
+        reused.reused = true;
+        reused.version = *present;
+        return reused;
+    }
+    inj.refuse_unfit_target();
+    libc_functions libc = inj.find_libc();
+    inj.wait_until_consistent();
+    agent_load_report report = inj.run(inj.choose_thread(), libc);
+    report.version = agent.version;
+    report.total_ms = (seconds_since_start() - start) * 1000;
+    return report;
+}
+
+}  // namespace tdctl::core

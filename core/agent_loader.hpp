@@ -1,0 +1,77 @@
+// Loading libtdagent.so into a running process (`tdctl -p PID --agent`).
+//
+// Before anything is changed, the target is checked and refused with a
+// reason: a seccomp filter on any thread, no glibc with dlopen (static,
+// musl, glibc < 2.34), the dynamic loader in the middle of a change to its
+// module list (r_debug.r_state not RT_CONSISTENT after a few tries), an
+// agent of another version already loaded. An agent of the same version
+// already loaded is reused, not loaded again.
+//
+// Then one stopped thread is hijacked (ptrace/remote_call.hpp) for three
+// short libc calls while every other thread runs: mmap of one page,
+// memfd_create, and, once the agent's bytes are in the memfd and a small
+// loader routine is in the page (made read+exec with mprotect),
+// pthread_create. The hijacked thread is then restored at once. The new
+// loader thread calls dlopen("/proc/self/fd/N") (a memfd works when the
+// target is in another mount namespace), closes the fd and faults at the
+// call marker, where tdctl reads the outcome and sends it on to munmap its
+// page and end. Every byte written in the target goes through the change
+// journal first; a flag in the page, journaled, tells the loader routine
+// whether tdctl still waits for it: put back (detach, time limit, or the
+// guardian after tdctl was killed), it makes the routine unmap its page
+// itself instead of faulting.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/types.hpp"
+#include "ptrace/remote_call.hpp"
+#include "ptrace/traced_process.hpp"
+#include "symbols/elf_module.hpp"
+
+namespace tdctl::core {
+
+/// The agent library as tdctl will hand it over.
+struct agent_file {
+    std::string path;
+    std::vector<std::byte> bytes;
+    std::string version;   ///< its __tdagent_version string ("tdagent 1")
+
+    /// Reads the file and its version. Throws tdctl::error (os) when it
+    /// cannot be read, (target) when it has no __tdagent_version.
+    static agent_file read(const std::string& path);
+};
+
+/// What load_agent() did.
+struct agent_load_report {
+    bool reused = false;       ///< an agent of the same version was already loaded
+    std::string version;       ///< the agent's __tdagent_version in the target
+    tid_t hijacked;            ///< the thread that ran the calls (0 when reused)
+    tid_t loader;              ///< the thread that ran dlopen (0 when reused)
+    double total_ms = 0;       ///< from the first check to the target held again
+    double hijack_ms = 0;      ///< how long the hijacked thread ran for tdctl
+    bool hijacked_in_syscall = false;  ///< it had been stopped in a restartable system call
+};
+
+/// Loads `agent` into the process. Call with every thread held (stop_all);
+/// returns with every thread held again. `others` handles every stop of a
+/// thread that is not part of the load (the session's handler). `cancel_fd`
+/// readable before the loader thread starts: everything is undone and
+/// tdctl::error (os, EINTR) thrown. Refusals and failures throw
+/// tdctl::error (target) with the reason; nothing is left in the target.
+agent_load_report load_agent(ptrace::traced_process& process, const symbols::module_set& modules,
+                             const agent_file& agent, const ptrace::other_stop_handler& others, int cancel_fd = -1);
+
+/// The `Seccomp:` mode in the text of /proc/PID/task/TID/status (0 none,
+/// 1 strict, 2 filter); std::nullopt when the field is absent.
+std::optional<int> seccomp_mode_of(std::string_view status_text);
+
+/// The NUL-terminated string an ELF file image holds at virtual address
+/// `vaddr` (mapped through its PT_LOAD headers); std::nullopt when outside.
+std::optional<std::string> elf_string_at(const std::vector<std::byte>& image, std::uint64_t vaddr);
+
+}  // namespace tdctl::core

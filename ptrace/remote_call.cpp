@@ -1,0 +1,117 @@
+#include "ptrace/remote_call.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "base/clock.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+
+namespace tdctl::ptrace {
+
+namespace {
+
+// Below the stack pointer, the System V ABI lets leaf code keep data without
+// moving rsp: the call's frame goes under it.
+constexpr std::uint64_t red_zone_bytes = 128;
+
+}  // namespace
+
+hijacked_thread::hijacked_thread(traced_process& process, tid_t tid) : process_(process), tid_(tid)
+{
+    if (process.is_unfit_for_call(tid))
+        throw error::target(fmt::format("thread {} cannot run code now (running, exiting, in group-stop or vfork)",
+                                        tid.value));
+    auto state = thread_state::read(tid);
+    if (!state)
+        throw error::target(fmt::format("thread {} vanished", tid.value));
+    saved_ = std::move(*state);
+    kept_signal_ = process.take_pending_signal(tid);
+    process.keep_stopped(tid);
+    if (!write_signal_mask(tid, saved_.signal_mask() | mask_all_but_synchronous())) {
+        process.restore_pending_signal(tid, kept_signal_);
+        throw error::target(fmt::format("thread {} vanished", tid.value));
+    }
+}
+
+hijacked_thread::~hijacked_thread()
+{
+    try {
+        restore();
+    } catch (const std::exception& e) {
+        log::warning("restoring thread {} after a remote call failed: {}", tid_.value, e.what());
+    }
+}
+
+std::optional<std::uint64_t> hijacked_thread::call(target_addr function, std::span<const std::uint64_t> args,
+                                                   int timeout_ms, const other_stop_handler& others)
+{
+    if (args.size() > 6)
+        throw std::logic_error("a remote call takes at most six arguments");
+    user_regs_struct r = saved_.general().raw();
+    // 16-byte aligned at the call, then the return address pushed: the
+    // callee sees rsp ≡ 8 (mod 16), as after a `call`.
+    std::uint64_t sp = ((r.rsp - red_zone_bytes) & ~std::uint64_t{15}) - 8;
+    unsigned long long* arg_regs[] = {&r.rdi, &r.rsi, &r.rdx, &r.rcx, &r.r8, &r.r9};
+    for (std::size_t i = 0; i < args.size(); ++i)
+        *arg_regs[i] = args[i];
+    r.rip = function.value;
+    r.rsp = sp;
+    r.rax = 0;           // no vector registers used by a variadic callee
+    r.orig_rax = ~0ull;  // -1: the kernel must not restart a system call at this pc
+    const target_addr slot{sp};
+    if (!process_.journal().write_value(slot, call_marker.value, change_kind::injected))
+        throw error::target(fmt::format("cannot write the return address on thread {}'s stack", tid_.value));
+    registers regs = registers::from_raw(r);
+    process_.set_call_marker(call_marker);
+    if (!regs.write(tid_))
+        return std::nullopt;
+    process_.resume(tid_);
+    bool returned = wait_for_call_return(process_, tid_, seconds_since_start() + timeout_ms / 1000.0, others);
+    if (!returned) {
+        // Still inside the call (or gone): its return slot is live stack now,
+        // not a change to put back.
+        process_.journal().forget(slot);
+        stuck_ = process_.is_alive() && process_.find(tid_) != nullptr;
+        return std::nullopt;
+    }
+    process_.journal().restore(slot);
+    auto after = registers::read(tid_);
+    if (!after)
+        return std::nullopt;
+    return after->raw().rax;
+}
+
+void hijacked_thread::restore()
+{
+    if (restored_ || stuck_ || !process_.is_alive())
+        return;
+    restored_ = true;
+    if (process_.find(tid_) == nullptr)
+        return;
+    saved_.write(tid_);
+    process_.restore_pending_signal(tid_, kept_signal_);
+    process_.resume(tid_);
+}
+
+bool wait_for_call_return(traced_process& process, tid_t tid, double deadline, const other_stop_handler& others)
+{
+    for (;;) {
+        double left = deadline - seconds_since_start();
+        if (left <= 0 || !process.is_alive())
+            return false;
+        auto ev = process.next_event(static_cast<int>(std::ceil(std::min(left, 0.05) * 1000)));
+        if (!ev)
+            continue;
+        if (ev->kind == stop_kind::call_returned && ev->tid == tid)
+            return true;
+        bool gone = (ev->kind == stop_kind::thread_exited || ev->kind == stop_kind::thread_exiting) && ev->tid == tid;
+        others(*ev);
+        if (gone || ev->kind == stop_kind::process_exited)
+            return false;
+    }
+}
+
+}  // namespace tdctl::ptrace
