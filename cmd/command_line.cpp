@@ -108,7 +108,7 @@ std::optional<std::string> read_option(const std::string& name, const std::strin
     } else if (name == "--sort") {
         into.sort = value;
     } else {
-        auto& n = name == "--limit" ? into.limit : into.count;
+        auto& n = name == "--limit" ? into.limit : name == "--top" ? into.top : into.count;
         n = parse_count(value);
         if (!n || *n == 0)
             return "bad " + name.substr(2) + " '" + value + "'";
@@ -120,7 +120,7 @@ bool takes_option(const std::string& word, const run_option_grammar& grammar)
 {
     static constexpr std::pair<std::string_view, unsigned> names[] = {
         {"--for", option_for},   {"--interval", option_interval}, {"--count", option_count},
-        {"--sort", option_sort}, {"--limit", option_limit}};
+        {"--sort", option_sort}, {"--limit", option_limit}, {"--top", option_top}};
     for (const auto& [name, bit] : names)
         if (word == name)
             return (grammar.options & bit) != 0;

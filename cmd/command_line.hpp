@@ -34,6 +34,7 @@ enum run_option : unsigned {
     option_sort = 8,       ///< --sort COLUMN (any word; the command checks it)
     option_limit = 16,     ///< --limit N (N >= 1)
     option_bt = 32,        ///< --bt or --bt=DEPTH (DEPTH >= 1; one word)
+    option_top = 64,       ///< --top N (N >= 1)
 };
 
 /// Frames per event of a bare `--bt` (as many as `bt` shows).
@@ -60,12 +61,13 @@ struct run_options {
     std::optional<std::string> sort;    ///< --sort
     std::optional<long long> limit;     ///< --limit, >= 1
     std::optional<long long> bt;        ///< --bt[=DEPTH]: frames per event, >= 1
+    std::optional<long long> top;       ///< --top, >= 1
     std::string operand;                ///< empty when none was given
 };
 
 /// Reads words[first...] by `grammar`. An option followed by no value is a
 /// word out of place. Errors: the message for the user ("bad count 'x'",
-/// "bad interval '0'", "bad limit '0'", "bad bt depth '0'", or grammar.usage).
+/// "bad interval '0'", "bad limit '0'", "bad top '0'", "bad bt depth '0'", or grammar.usage).
 std::expected<run_options, std::string> parse_run_options(const std::vector<std::string>& words, std::size_t first,
                                                           const run_option_grammar& grammar);
 

@@ -50,6 +50,17 @@ std::span<const command_entry> command_table()
          "  the call site is the return address into the caller of pthread_create),\n"
          "  thread lifetimes (count, min, median, p95, max) per start routine, and the\n"
          "  threads alive now."},
+        {"locks", {}, &runner::cmd_locks,
+         "locks [--for SECONDS] [--interval SECONDS] [--top N] [--bt=DEPTH]\n"
+         "  User-space lock contention, from the agent's lock events (TD_LOCK_TRY, TD_SLEEP,\n"
+         "  TD_READY): per lock its address (and symbol for a static or global object), kind\n"
+         "  (mutex, rwlock, spin), contentions (a lock call whose try-lock found it taken),\n"
+         "  waits and their total, average and maximum (TD_SLEEP to TD_READY on the same\n"
+         "  thread and lock), the holders (owner field read when the waiter reported), the\n"
+         "  waiting threads, and the waiters' top 3 call sites as stacks of at most DEPTH\n"
+         "  frames (16). Most total wait first, the first N locks (10). One report at the end\n"
+         "  (the duration, Ctrl-C or the target's exit), or one per interval. Each lock\n"
+         "  event stops its thread for a moment: waits include that cost. Needs the agent."},
         {"stats", {}, &runner::cmd_stats,
          "stats enable|disable|reset|show\n"
          "stats watch [--interval SECONDS] [--count N]\n"
@@ -144,6 +155,8 @@ std::string help_text(const std::string& command)
                "  watch [EVENTS] [--count N] [--for S] [--bt[=DEPTH]]\n"
                "                                   print every event as it happens\n"
                "  summary [--top N]                counts of the events seen, per call site and start routine\n"
+               "  locks [--for S] [--interval S] [--top N] [--bt=DEPTH]\n"
+               "                                   lock contention per lock: waits, holders, call sites\n"
                "  stats enable|disable|reset|show|watch\n"
                "                                   thread statistics (help stats)\n"
                "  rusage start|stop|collect [TID|all]\n"

@@ -54,6 +54,8 @@ word_list options_of(const word_list& words)
         return {"--for"};
     if (c == "top")
         return {"--interval", "--count", "--sort", "--limit"};
+    if (c == "locks")
+        return {"--for", "--interval", "--top", "--bt"};
     if ((c == "stats" && sub == "watch") || (c == "rusage" && sub == "collect"))
         return {"--interval", "--count"};
     return {};

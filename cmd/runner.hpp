@@ -16,6 +16,7 @@
 #include "cmd/signal_source.hpp"
 #include "core/session.hpp"
 #include "events/event_summary.hpp"
+#include "events/lock_contention.hpp"
 
 namespace tdctl::cmd {
 
@@ -147,11 +148,22 @@ private:
     static constexpr int deadlock_stack_depth = 32;
     command_status cmd_top(const words& w, const std::string& where);
     command_status cmd_summary(const words& w, const std::string& where);
+    command_status cmd_locks(const words& w, const std::string& where);
 
     /// The summary records of `counts` (`command`: "watch", "summary"), the
     /// first `top` call sites.
     void print_summary(const std::string& command, const events::summary_counts& counts, std::size_t top);
 
+    /// `locks`' events: TD_LOCK_TRY, TD_SLEEP, TD_READY (and TD_PRI_INHERIT
+    /// when reported); nullopt after the error that says the agent is needed.
+    std::optional<std::vector<td_event_e>> lock_watch_events(const std::string& where);
+    /// Runs the target, counting lock events into `counts`: one report at the
+    /// end (after `for_seconds`, Ctrl-C or the exit), or one per `interval`
+    /// each over its own interval.
+    void run_lock_reports(events::lock_contention& counts, std::optional<double> for_seconds,
+                          std::optional<double> interval, std::size_t top);
+    /// One `locks` report: its head and the first `top` locks.
+    void print_locks(const events::lock_contention& counts, std::size_t report, double span, std::size_t top);
     /// `watch`'s events: EVENTS checked against what the library reports, or
     /// every event it reports when `text` is empty. nullopt after an error.
     std::optional<std::vector<td_event_e>> watch_events(const std::string& text, const std::string& where);

@@ -12,6 +12,7 @@
 #include "base/clock.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
+#include "core/lock_probe.hpp"
 #include "events/event_names.hpp"
 #include "events/event_set.hpp"
 #include "ptrace/procfs.hpp"
@@ -297,10 +298,39 @@ void session::attach_stack(events::event_message& msg, tid_t reporter)
 {
     if (event_stack_depth_ <= 0)
         return;
+    // Noted first: a TD_LOCK_TRY opens the wait whose TD_SLEEP gets the stack.
+    if (!wants_lock_stack(msg))
+        return;
+    if (!stack_events_.empty() && std::find(stack_events_.begin(), stack_events_.end(), msg.event) == stack_events_.end())
+        return;
     if (auto frames = stack_of(reporter, event_stack_depth_))
         msg.frames = std::move(*frames);
     else
         log::debug("stack of {}: {}", reporter.value, frames.error());
+}
+
+bool session::wants_lock_stack(const events::event_message& msg)
+{
+    if (!lock_probes_)
+        return true;
+    const pid_t lwp = msg.reporter.value;
+    if (msg.event == TD_LOCK_TRY) {
+        lock_tries_[lwp] = msg.data;
+        return false;
+    }
+    auto it = lock_tries_.find(lwp);
+    const bool follows_try = it != lock_tries_.end() && it->second == msg.data && msg.event == TD_SLEEP;
+    if (it != lock_tries_.end() && msg.event != TD_PRI_INHERIT)
+        lock_tries_.erase(it);
+    return follows_try;
+}
+
+void session::attach_lock_owner(events::event_message& msg)
+{
+    if (!lock_probes_ || msg.event != TD_SLEEP || msg.frames.empty())
+        return;
+    msg.lock = lock_kind_of(msg.frames);
+    msg.lock_owner = lock_owner_of(memory(), target_addr{msg.data}, msg.lock);
 }
 
 // ---------------------------------------------------------------- journal
@@ -841,6 +871,7 @@ void session::on_watched_report(td_event_e event, const ptrace::stop_event& ev, 
         bool is_adoption = drained && event == TD_CREATE && drained->message.tid == ev.tid;
         if (drained && is_armed && !silent && !is_adoption) {
             attach_stack(drained->message, ev.tid);
+            attach_lock_owner(drained->message);
             if (event == TD_CREATE)
                 drained->message.call_site = call_site_of(ev);
             out.push_back(session_event{session_event::kind::message, std::move(drained->message), 0});

@@ -139,8 +139,25 @@ public:
     std::expected<std::vector<stack_frame>, std::string> stack_of(tid_t lwp, int max_frames = 64);
     /// `watch --bt`: each message drained from now on carries the reporting
     /// thread's stack (event_message::frames), at most `depth` frames; 0: none.
-    void set_event_stacks(int depth) { event_stack_depth_ = depth; }
+    /// `only`: just the messages of these events carry one (empty: all).
+    void set_event_stacks(int depth, std::vector<td_event_e> only = {})
+    {
+        event_stack_depth_ = depth;
+        stack_events_ = std::move(only);
+    }
     int event_stacks() const { return event_stack_depth_; }
+    /// `locks`: each TD_SLEEP drained from now on carries the kind and owner
+    /// of the object slept on when it is a lock (event_message::lock,
+    /// lock_owner), read while the reporter is still stopped
+    /// (core/lock_probe.hpp). The kind comes from the message's stack
+    /// (set_event_stacks, TD_SLEEP among its events); while probes are on,
+    /// only the TD_SLEEP that follows a TD_LOCK_TRY of the same LWP on the
+    /// same object gets a stack (not a join's, a condition variable's...).
+    void set_lock_probes(bool on)
+    {
+        lock_probes_ = on;
+        lock_tries_.clear();
+    }
     /// The LWP that runs a handle's thread (thread_handle::lwp), 0 when none
     /// does or it is unknown.
     tid_t lwp_of(target_addr handle);
@@ -399,6 +416,15 @@ private:
     // Made at the first stack_of(), dropped with the image (load_symbols).
     std::unique_ptr<unwinder> unwinder_;
     int event_stack_depth_ = 0;
+    std::vector<td_event_e> stack_events_;  // empty: every event
+    bool lock_probes_ = false;
+    // Lock probes: each LWP's last TD_LOCK_TRY object, until its TD_SLEEP.
+    std::unordered_map<pid_t, std::uint64_t> lock_tries_;
+    /// Lock probes on: whether `msg` is a lock wait's TD_SLEEP (noting each
+    /// TD_LOCK_TRY on the way); true for every message when they are off.
+    bool wants_lock_stack(const events::event_message& msg);
+    /// The lock's kind and owner on a lock wait's message (lock_probes_ on).
+    void attach_lock_owner(events::event_message& msg);
     /// The message's frames (event_stack_depth_ of them) from `reporter`.
     void attach_stack(events::event_message& msg, tid_t reporter);
 

@@ -13,6 +13,9 @@
 
 namespace tdctl::events {
 
+/// The kind of lock a TD_LOCK_TRY / TD_SLEEP waits for (core/lock_probe.hpp).
+enum class lock_kind { unknown, mutex, rwlock, spin };
+
 /// A td_event_msg_t plus what the controller knows about it.
 struct event_message {
     td_event_e event = TD_EVENT_NONE;
@@ -47,6 +50,11 @@ struct event_message {
     /// thread library), read while the creator was stopped at the report;
     /// null when unknown (core/call_site.hpp).
     target_addr call_site;
+    /// TD_SLEEP while lock probes are on (`locks`): the kind of lock slept
+    /// on, and the TID its owner field named while the reporter was stopped
+    /// (target's PID namespace); std::nullopt when none was read.
+    lock_kind lock = lock_kind::unknown;
+    std::optional<pid_t> lock_owner;
 };
 
 }  // namespace tdctl::events

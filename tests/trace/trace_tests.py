@@ -4,7 +4,7 @@ on fixture programs (and node, java), its printed events compared with the
 trace file (check_trace.py) and with the fixture's own record.
 
 usage: trace_tests.py --tdctl PATH --fixtures DIR CASE
-CASE: launch | json | attach | agent | node | java. Exit 0 pass, 1 fail, 77 skip.
+CASE: launch | json | attach | agent | node | java | locks. Exit 0 pass, 1 fail, 77 skip.
 """
 import argparse
 import json
@@ -157,6 +157,32 @@ def case_agent(opts, tmp):
     check_summary(records, events, "watch", site_counts(read_record(record)))
 
 
+def case_locks(opts, tmp):
+    """`locks` with --trace: each contention is a "lock wait" slice (with its
+    "sleep" nested) on the waiter's track, as many per thread as the lock
+    records count for that waiter."""
+    trace, record = os.path.join(tmp, "t.trace"), os.path.join(tmp, "record")
+    fixture = os.path.join(opts.fixtures, "..", "agent_e2e", "fixtures", "e2e_locks")
+    status, records = run_tdctl(["--agent", "--trace", trace, "-e", "locks --for 60", "--", fixture, "--record",
+                                 record, "2", "30", "30"], opts.tdctl)
+    expect(status == 0, f"tdctl exited {status}")
+    _, tracks, _ = check_trace.check_perfetto(trace)
+    waits = Counter()
+    for lock in (r for r in records if r["type"] == "lock"):
+        for w in lock["waiters"]:
+            waits[w["tid"]] += w["contentions"]
+    expect(sum(waits.values()) == 8, f"{sum(waits.values())} contentions in the lock records, the fixture makes 8")
+    slices, sleeps = Counter(), Counter()
+    for l in tracks.values():
+        slices[l.tid] += l.nested["lock wait"]
+        sleeps[l.tid] += l.nested["sleep"]
+    expect(+slices == +waits, f"lock wait slices per thread {dict(slices)} != contentions per waiter {dict(waits)}")
+    # The waiters sleep only in their lock calls (the main thread's joins are sleeps too).
+    expect(all(sleeps[t] == slices[t] for t in waits), f"sleep slices {dict(sleeps)} not one per lock wait {dict(slices)}")
+    recorded = Counter(int(f[2]) for f in read_record(record) if f[0] == "wait")
+    expect(recorded == waits, f"the fixture's waits per thread {dict(recorded)} != tdctl's {dict(waits)}")
+
+
 NODE_SCRIPT = """
 const { Worker } = require('worker_threads');
 let left = 3;
@@ -220,13 +246,13 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tdctl", required=True)
     parser.add_argument("--fixtures", required=True)
-    parser.add_argument("case", choices=["launch", "json", "attach", "agent", "node", "java"])
+    parser.add_argument("case", choices=["launch", "json", "attach", "agent", "node", "java", "locks"])
     opts = parser.parse_args()
     if shutil.which("protoc") is None and opts.case != "json":
         print("FAIL: protoc is not installed (Debian: protobuf-compiler; scripts/setup-debian.sh)")
         return 1
     cases = {"launch": case_launch, "json": lambda o, t: case_launch(o, t, "json"), "attach": case_attach,
-             "agent": case_agent, "node": case_node, "java": case_java}
+             "agent": case_agent, "node": case_node, "java": case_java, "locks": case_locks}
     with tempfile.TemporaryDirectory(prefix="tdctl-trace-") as tmp:
         try:
             result = cases[opts.case](opts, tmp)

@@ -173,3 +173,21 @@ TEST_CASE("parse_run_options: --bt and --bt=DEPTH, one word each")
     CHECK(parse_run_options({"watch", "--bt="}, 1, g).error() == "bad bt depth ''");
     CHECK(parse_run_options({"watch", "--btx"}, 1, g).error() == "usage: watch");
 }
+
+TEST_CASE("locks' options: --top takes a count, --interval and --for durations, --bt=DEPTH")
+{
+    const run_option_grammar g{option_for | option_interval | option_top | option_bt,
+                               run_option_grammar::operand_kind::none, "", "usage: locks"};
+    auto o = parse_run_options({"locks", "--top", "3", "--interval", "500ms", "--for", "2", "--bt=4"}, 1, g);
+    REQUIRE(o.has_value());
+    CHECK(*o->top == 3);
+    CHECK(*o->interval == doctest::Approx(0.5));
+    CHECK(*o->for_seconds == doctest::Approx(2));
+    CHECK(*o->bt == 4);
+    CHECK_FALSE(o->limit.has_value());
+    CHECK(parse_run_options({"locks", "--top", "0"}, 1, g).error() == "bad top '0'");
+    CHECK(parse_run_options({"locks", "--limit", "3"}, 1, g).error() == "usage: locks");
+    // --top is no option of a grammar without it (summary parses its own).
+    const run_option_grammar top{option_limit, run_option_grammar::operand_kind::none, "", "usage: top"};
+    CHECK(parse_run_options({"top", "--top", "3"}, 1, top).error() == "usage: top");
+}

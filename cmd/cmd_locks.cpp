@@ -1,0 +1,149 @@
+// `locks`: per-lock contention from the agent's TD_LOCK_TRY, TD_SLEEP,
+// TD_READY (and TD_PRI_INHERIT) reports, counted by events/lock_contention;
+// the waiter's stack and the lock's owner are read at each report while the
+// waiter is stopped (core/lock_probe.hpp). Works on whatever session reports
+// those events, launched with --agent or not.
+#include <algorithm>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "base/clock.hpp"
+#include "cmd/lock_view.hpp"
+#include "cmd/runner.hpp"
+#include "cmd/trace_output.hpp"
+#include "events/event_names.hpp"
+#include "events/lock_contention.hpp"
+
+namespace tdctl::cmd {
+
+using core::session_event;
+
+namespace {
+
+// The events `locks` arms; the first three are required.
+constexpr td_event_e lock_events[] = {TD_LOCK_TRY, TD_SLEEP, TD_READY, TD_PRI_INHERIT};
+
+// Frames of the agent's own below a lock wait's report (its reporting
+// function, tdagent_report, the lock wrapper), unwound on top of DEPTH.
+constexpr int agent_frames = 4;
+
+// Each TD_SLEEP of a scope carries the reporter's stack and the lock's
+// owner. Only the SLEEP: its time is taken before the stack is read, so the
+// unwinding falls inside the wait measured, as it does in the waiter's own
+// clock; the TD_LOCK_TRY before it stays a bare stop.
+class lock_probe_scope {
+public:
+    lock_probe_scope(core::session& s, int depth) : s_(s)
+    {
+        s_.set_event_stacks(depth + agent_frames, {TD_SLEEP});
+        s_.set_lock_probes(true);
+    }
+    ~lock_probe_scope()
+    {
+        s_.set_event_stacks(0);
+        s_.set_lock_probes(false);
+    }
+    lock_probe_scope(const lock_probe_scope&) = delete;
+    lock_probe_scope& operator=(const lock_probe_scope&) = delete;
+
+private:
+    core::session& s_;
+};
+
+}  // namespace
+
+std::optional<std::vector<td_event_e>> runner::lock_watch_events(const std::string& where)
+{
+    auto* agent = session_->agent();
+    std::vector<td_event_e> list;
+    for (td_event_e e : lock_events) {
+        if (agent->reporting_address_of(e))
+            list.push_back(e);
+        else if (e != TD_PRI_INHERIT) {
+            td_error(TD_NOEVENT, fmt::format("{}: locks needs the agent's lock events ({} does not report {}); "
+                                             "run the program with --agent",
+                                             where, agent->backend(), events::event_name(e)));
+            return std::nullopt;
+        }
+    }
+    return list;
+}
+
+void runner::print_locks(const events::lock_contention& counts, std::size_t report, double span, std::size_t top)
+{
+    auto locks = counts.report(locks_sites_per_lock);
+    const std::size_t shown = std::min(top, locks.size());
+    output::bulk batch(out_);
+    out_.print(locks_report_record{report, span, locks.size(), shown, counts.contentions(), seconds_since_start()});
+    for (std::size_t i = 0; i < shown; ++i) {
+        code_location where = locate(*session_, locks[i].address);
+        out_.print(lock_record{report, i + 1, std::move(locks[i]), std::move(where)});
+    }
+}
+
+command_status runner::cmd_locks(const words& w, const std::string& where)
+{
+    static constexpr run_option_grammar grammar{
+        option_for | option_interval | option_top | option_bt, run_option_grammar::operand_kind::none,
+        " (e.g. 5, 2.5s, 500ms)", "usage: locks [--for SECONDS] [--interval SECONDS] [--top N] [--bt=DEPTH]"};
+    auto options = parse_options(w, 1, grammar, where);
+    if (!options || !require_agent(where))
+        return command_status::failed;
+    auto list = lock_watch_events(where);
+    if (!list)
+        return command_status::failed;
+    if (auto r = session_->arm(*list); !r)
+        return td_error(r.error(), fmt::format("{}: locks", where));
+    const auto top = static_cast<std::size_t>(options->top.value_or(locks_default_top));
+    const auto depth = options->bt.value_or(locks_default_depth);
+    events::lock_contention counts(static_cast<std::size_t>(depth));
+    {
+        lock_probe_scope probes(*session_, static_cast<int>(depth));
+        if (trace_ != nullptr)
+            trace_->observe(*session_);
+        let_run();
+        run_lock_reports(counts, options->for_seconds, options->interval, top);
+    }
+    if (session_->is_alive() && !detach_follows_ && !must_exit_)
+        session_->disarm();
+    return command_status::ok;
+}
+
+void runner::run_lock_reports(events::lock_contention& counts, std::optional<double> for_seconds,
+                              std::optional<double> interval, std::size_t top)
+{
+    const double start = seconds_since_start();
+    // Threads the trace has a track for: one born since the last listing
+    // gets its track before its first wait (no TD_CREATE is armed here).
+    std::unordered_set<pid_t> traced;
+    auto on_event = [&](const session_event& ev) {
+        if (ev.what != session_event::kind::message) {
+            show(ev);
+            return false;
+        }
+        counts.add(ev.message);
+        if (trace_ != nullptr) {
+            if (traced.insert(ev.message.tid.value).second)
+                trace_->observe(*session_);
+            trace_->write(ev.message);
+        }
+        return false;
+    };
+    double span_start = start;
+    for (std::size_t report = 1;; ++report) {
+        std::optional<double> step = interval ? interval : for_seconds;
+        if (for_seconds)
+            step = std::min(step.value_or(*for_seconds), start + *for_seconds - span_start);
+        auto end = run_until(step, on_event);
+        const double now = seconds_since_start();
+        print_locks(counts, report, now - span_start, top);
+        const bool more = end == run_end::timeout && interval && (!for_seconds || now - start < *for_seconds - 1e-3);
+        if (!more)
+            return;
+        counts.clear();
+        span_start = now;
+    }
+}
+
+}  // namespace tdctl::cmd

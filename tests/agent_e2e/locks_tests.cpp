@@ -1,0 +1,208 @@
+// `locks` end to end: the e2e_locks fixture (4 threads, 2 mutexes, known
+// holders and hold times) runs under `tdctl --agent --json -e 'locks ...'`,
+// and each lock record is compared with the fixture's own record: the
+// contentions exactly, the holders and waiters exactly, the total wait
+// within 10 % of the waiters' own clock_gettime measurement around their
+// lock calls (each lock event stops the waiter for a moment, inside the
+// fixture's measurement; holds of 60 and 90 ms keep that small), the call
+// sites naming the fixture's functions, and each record's shape.
+//
+// Timing: the 10 % is the acceptance bound; under heavy load a stop can
+// take milliseconds, so the holds are long to keep the test from flaking.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "tests/agent_e2e/agent_e2e_support.hpp"
+#include "tests/support/support.hpp"
+
+using namespace tdctl;
+using namespace tdctl::agent_e2e;
+
+namespace {
+
+/// What the fixture says about one of its locks.
+struct recorded_lock {
+    std::uint64_t address = 0;
+    long contended = 0;
+    long long wait_ns = 0;
+    std::map<pid_t, std::uint64_t> holders;   ///< holder TID -> waits it caused
+    std::map<pid_t, std::uint64_t> waiters;   ///< waiter TID -> contended acquisitions
+};
+
+/// The e2e_locks record: "lock", "wait", "total" lines by lock name.
+std::map<std::string, recorded_lock> read_lock_record(const std::string& path, bool& done)
+{
+    std::map<std::string, recorded_lock> locks;
+    auto text = test::read_text_file(path);
+    REQUIRE(text.has_value());
+    std::istringstream in(*text);
+    std::string line;
+    done = false;
+    while (std::getline(in, line)) {
+        std::istringstream words(line);
+        std::string kind, name;
+        words >> kind;
+        if (kind == "done")
+            done = true;
+        if (kind != "lock" && kind != "wait" && kind != "total")
+            continue;
+        words >> name;
+        auto& l = locks[name];
+        if (kind == "lock") {
+            std::string addr;
+            words >> addr;
+            l.address = parse_number(addr);
+        } else if (kind == "wait") {
+            pid_t waiter = 0, holder = 0;
+            words >> waiter >> holder;
+            ++l.waiters[waiter];
+            ++l.holders[holder];
+        } else {
+            words >> l.contended >> l.wait_ns;
+        }
+    }
+    return locks;
+}
+
+std::map<pid_t, std::uint64_t> tid_counts(const nlohmann::json& list)
+{
+    std::map<pid_t, std::uint64_t> out;
+    for (const auto& e : list)
+        out[e.at("tid").get<pid_t>()] = e.at("contentions").get<std::uint64_t>();
+    return out;
+}
+
+/// Every key of a "lock" record, with its JSON type.
+void check_lock_record_shape(const nlohmann::json& r)
+{
+    INFO(r.dump());
+    for (const char* key : {"address", "symbol", "module", "kind"})
+        CHECK(r.at(key).is_string());
+    for (const char* key : {"report", "rank", "contentions", "waits", "pri_inherit", "call_site_count"})
+        CHECK(r.at(key).is_number_unsigned());
+    for (const char* key : {"wait_total", "wait_avg", "wait_max", "time"})
+        CHECK(r.at(key).is_number());
+    for (const char* key : {"holders", "waiters", "call_sites"})
+        CHECK(r.at(key).is_array());
+    CHECK(r.at("address").get<std::string>().starts_with("0x"));
+    for (const auto& site : r.at("call_sites")) {
+        CHECK(site.at("contentions").is_number_unsigned());
+        CHECK(site.at("wait").is_number());
+        REQUIRE(site.at("frames").is_array());
+        for (const auto& f : site.at("frames")) {
+            CHECK(f.at("pc").is_string());
+            CHECK(f.contains("function"));
+            CHECK(f.contains("module"));
+        }
+    }
+}
+
+/// The functions of a lock record's call sites, all frames.
+std::vector<std::string> site_functions(const nlohmann::json& r)
+{
+    std::vector<std::string> names;
+    for (const auto& site : r.at("call_sites"))
+        for (const auto& f : site.at("frames"))
+            if (f.at("function").is_string())
+                names.push_back(f.at("function").get<std::string>());
+    return names;
+}
+
+}  // namespace
+
+TEST_CASE("locks: per-lock contentions, holders, waits and call sites match the fixture's record")
+{
+    test::require_ptrace();
+    test::temp_file record("tdctl-locks-record");
+    auto run = run_tdctl_agent({"locks --for 60"}, {fixture_path("e2e_locks"), "--record", record.path()}, 120s);
+    INFO(describe_run(run));
+    REQUIRE(run.result.status.is_success());
+    REQUIRE(run.exit.has_value());
+    CHECK(run.exit->value("status", -1) == 0);
+    bool done = false;
+    auto recorded = read_lock_record(record.path(), done);
+    REQUIRE(done);
+    REQUIRE(recorded.size() == 2);
+
+    auto reports = run.of_type("locks_report");
+    REQUIRE(reports.size() == 1);
+    auto locks = run.of_type("lock");
+    CHECK(reports[0].value("locks", 0u) == locks.size());
+    std::map<std::uint64_t, nlohmann::json> by_address;
+    for (const auto& r : locks) {
+        check_lock_record_shape(r);
+        by_address[parse_number(r.at("address").get<std::string>())] = r;
+    }
+    // Most total wait first.
+    for (std::size_t i = 1; i < locks.size(); ++i)
+        CHECK(locks[i - 1].at("wait_total").get<double>() >= locks[i].at("wait_total").get<double>());
+
+    for (const auto& [name, want] : recorded) {
+        INFO("lock ", name);
+        REQUIRE(by_address.contains(want.address));
+        const auto& got = by_address[want.address];
+        CHECK(got.at("symbol").get<std::string>() == name);
+        CHECK(got.at("kind").get<std::string>() == "mutex");
+        CHECK(got.at("contentions").get<long>() == want.contended);
+        CHECK(got.at("waits").get<long>() == want.contended);
+        CHECK(tid_counts(got.at("holders")) == want.holders);
+        CHECK(tid_counts(got.at("waiters")) == want.waiters);
+        const double mine = got.at("wait_total").get<double>();
+        const double theirs = static_cast<double>(want.wait_ns) / 1e9;
+        MESSAGE(fmt::format("{}: tdctl's total wait {:.6f} s, the fixture's {:.6f} s ({:+.2f} %)", name, mine, theirs,
+                            100.0 * (mine - theirs) / theirs));
+        CHECK(std::fabs(mine - theirs) <= 0.10 * theirs);
+        CHECK(got.at("wait_max").get<double>() <= mine);
+        auto functions = site_functions(got);
+        INFO(fmt::format("call site functions: {}", fmt::join(functions, ", ")));
+        CHECK(std::find(functions.begin(), functions.end(), "contend_lock") != functions.end());
+        CHECK(std::find(functions.begin(), functions.end(), "pair_worker") != functions.end());
+        // The agent's own frames are not the waiters' call sites.
+        for (const auto& f : functions)
+            CHECK_FALSE(f.starts_with("__tdagent_event"));
+    }
+}
+
+TEST_CASE("locks --interval: one report per interval, their contentions add up to the fixture's")
+{
+    test::require_ptrace();
+    test::temp_file record("tdctl-locks-interval");
+    auto run = run_tdctl_agent({"locks --interval 0.3 --top 1"},
+                               {fixture_path("e2e_locks"), "--record", record.path(), "3", "40", "40"}, 120s);
+    INFO(describe_run(run));
+    REQUIRE(run.result.status.is_success());
+    bool done = false;
+    auto recorded = read_lock_record(record.path(), done);
+    REQUIRE(done);
+    auto reports = run.of_type("locks_report");
+    CHECK(reports.size() >= 2);
+    std::uint64_t total = 0;
+    for (const auto& r : reports) {
+        total += r.value("contentions", std::uint64_t{0});
+        CHECK(r.value("shown", 0u) <= 1u);
+    }
+    long want = 0;
+    for (const auto& [name, l] : recorded)
+        want += l.contended;
+    CHECK(total == static_cast<std::uint64_t>(want));
+}
+
+TEST_CASE("locks without the agent's lock events is refused with the reason")
+{
+    test::require_ptrace();
+    test::temp_file out("tdctl-locks-nptl");
+    auto result = test::run_command({test::tdctl_path(), "--json", "-o", out.path(), "-e", "locks --for 1", "--",
+                                     fixture_path("e2e_locks"), "1", "1", "1"},
+                                    60s);
+    INFO(result.describe());
+    auto text = test::read_text_file(out.path());
+    REQUIRE(text.has_value());
+    CHECK(text->find("TD_NOEVENT") != std::string::npos);
+    CHECK(text->find("--agent") != std::string::npos);
+    CHECK_FALSE(result.status.is_success());
+}
