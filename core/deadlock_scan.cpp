@@ -174,8 +174,11 @@ std::optional<futex_call> blocked_futex_call(const ptrace::registers& regs)
 {
     if (!was_blocked_in_syscall(regs))
         return std::nullopt;
-    if (regs.syscall_number() == SYS_restart_syscall)
-        return futex_call{.restarted = true};
+    if (regs.syscall_number() == SYS_restart_syscall) {
+        futex_call call;
+        call.restarted = true;
+        return call;
+    }
     if (regs.syscall_number() != SYS_futex)
         return std::nullopt;
     return futex_call{target_addr{regs.arg0()}, static_cast<int>(regs.arg1() & FUTEX_CMD_MASK)};

@@ -137,6 +137,33 @@ td_result<td_thr_events_t> event_protocol::read_thread_mask(target_addr handle)
     return mask;
 }
 
+td_result<event_protocol::record_info> event_protocol::read_record_info(target_addr handle)
+{
+    auto bytes = [](const db_field& f) { return f.is_valid() && f.element_bytes() <= 8 ? f.element_bytes() : 0u; };
+    const std::uint32_t tid_bytes = bytes(layout_.tid), start_bytes = bytes(layout_.start_routine),
+                        flag_bytes = bytes(layout_.report_events), cancel_bytes = bytes(layout_.cancelhandling);
+    if (tid_bytes == 0 || flag_bytes == 0)
+        return td_fail(TD_DBERR);
+    std::uint64_t tid = 0, start = 0, flag = 0, cancel = 0;
+    record_info info;
+    auto into = [](std::uint64_t& v, std::uint32_t n) { return std::as_writable_bytes(std::span(&v, 1)).first(n); };
+    const std::array<std::pair<target_addr, std::span<std::byte>>, 5> ranges{{
+        {handle + layout_.tid.offset, into(tid, tid_bytes)},
+        {handle + layout_.report_events.offset, into(flag, flag_bytes)},
+        {handle + layout_.eventmask.offset, std::as_writable_bytes(std::span(info.mask.event_bits))},
+        {handle + layout_.start_routine.offset, into(start, start_bytes)},
+        {handle + layout_.cancelhandling.offset, into(cancel, cancel_bytes)},
+    }};
+    const std::size_t want = tid_bytes + flag_bytes + sizeof info.mask.event_bits + start_bytes + cancel_bytes;
+    if (target_.memory().read_many(ranges) != want)
+        return td_fail(TD_DBERR);
+    info.tid = static_cast<pid_t>(static_cast<std::int32_t>(tid));
+    info.report_events = flag != 0;
+    info.start_routine = target_addr{start};
+    info.cancelhandling = static_cast<std::uint32_t>(cancel);
+    return info;
+}
+
 td_status event_protocol::write_thread_mask(target_addr handle, const td_thr_events_t& mask)
 {
     if (!write_setting(handle + layout_.eventmask.offset, std::as_bytes(std::span(mask.event_bits)),

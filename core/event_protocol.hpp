@@ -106,6 +106,19 @@ public:
     td_status write_initial_report_events(bool on);
 
     td_result<td_thr_events_t> read_thread_mask(target_addr handle);
+
+    /// What td_thr_get_info needs of one record, with one read of the
+    /// target (process_vm_readv of five ranges): tid, start routine (null
+    /// when the layout has none), enable flag, event mask, cancelhandling
+    /// (0 when the layout has none). TD_DBERR when any of it is unreadable.
+    struct record_info {
+        pid_t tid = 0;
+        target_addr start_routine;
+        bool report_events = false;
+        td_thr_events_t mask{};
+        std::uint32_t cancelhandling = 0;
+    };
+    td_result<record_info> read_record_info(target_addr handle);
     td_status write_thread_mask(target_addr handle, const td_thr_events_t& mask);
 
     /// eventnum, eventdata and nextevent with one read of the target.

@@ -59,6 +59,8 @@ public:
     bool operator==(const thread_handle& o) const { return handle_ == o.handle_; }
 
 private:
+    /// lwp() for a record whose tid field holds `tid` (already read).
+    std::optional<tid_t> lwp_of_record_tid(pid_t tid) const;
     thread_agent* agent_;
     target_addr handle_;
 };

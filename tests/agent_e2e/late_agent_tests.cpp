@@ -112,7 +112,7 @@ std::pair<std::uint64_t, std::uint64_t> agent_range(pid_t pid)
 {
     std::uint64_t lo = ~0ull, hi = 0;
     for (const auto& m : test::proc_maps(pid))
-        if (m.path.find("/libtdagent.so") != std::string::npos) {
+        if (m.path.find("libtdagent.so") != std::string::npos) {  // a file, or memfd:libtdagent.so
             lo = std::min(lo, m.start);
             hi = std::max(hi, m.end);
         }
@@ -311,9 +311,11 @@ TEST_CASE("attach --agent to a process without the agent loads it, routes its ca
     // reuses it, routes the calls of every worker (all older than the agent)
     // and puts every slot back.
     auto before = snapshot(target.pid());
-    auto run = attach_and_watch(target.pid(), "2", &before);
+    std::size_t routed_seen = 0;
+    auto run = attach_and_watch(target.pid(), "2", &before, &routed_seen);
     INFO(describe_run(run));
     REQUIRE(run.result.status.is_success());
+    CHECK(routed_seen > 0);
     for (const auto* who : {&target.early, &target.late}) {
         auto n = events_by(run, *who);
         for (const char* e : {"TD_LOCK_TRY", "TD_SLEEP", "TD_READY", "TD_CREATE"})

@@ -158,8 +158,10 @@ TEST_CASE("fresh targets: each injection leaves every thread as it was")
         CHECK(c.avx_bad == 0);
         CHECK(c.wakes == before.wakes + 1);
         CHECK(memfd_descriptors(target.pid()) == 0);
-        // Threads the agent sees now: the tdagent backend answers.
-        tdctl_run threads = run_tdctl({"-p", std::to_string(target.pid()), "--batch", "-e", "event addr lock_try"});
+        // The agent is there now: an attach with --agent reuses it and the
+        // tdagent backend answers (without --agent, nptl serves).
+        tdctl_run threads =
+            run_tdctl({"-p", std::to_string(target.pid()), "--agent", "--batch", "-e", "event addr lock_try"});
         CHECK_MESSAGE(threads.result.status.is_success(), threads.describe());
     }
 }

@@ -65,8 +65,11 @@ struct locked_mutex {
 std::vector<stack_frame> frames_named(std::initializer_list<const char*> names)
 {
     std::vector<stack_frame> frames;
-    for (const char* n : names)
-        frames.push_back(stack_frame{.function = n});
+    for (const char* n : names) {
+        stack_frame f;
+        f.function = n;
+        frames.push_back(f);
+    }
     return frames;
 }
 
