@@ -30,6 +30,42 @@ EVENT_FUNCTION(concurrency)
 EVENT_FUNCTION(pri_inherit)
     .p2align 4, 0xcc
 
+/* void tdagent_stop_for_report(void (*function)(struct tdagent_thread *),
+ *                              struct tdagent_thread *subject,
+ *                              const uint64_t *mask)
+ *
+ * The other way a controller is told of a report (see tdagent_report): the
+ * controller's stop signal is already queued for this thread and blocked
+ * (sigqueue-style: si_code SI_QUEUE, si_value the address of
+ * __tdagent_stop_signals);
+ * rt_sigprocmask(SIG_SETMASK, mask) unblocks it, and the kernel delivers it
+ * on the way out of that system call. A tracer sees a signal-delivery-stop
+ * with the pc on __tdagent_report_stopped, the reporting function in r8 and
+ * the subject record in r9 (registers the system call neither reads nor
+ * changes). Without a tracer the signal takes its disposition, which the
+ * controller chose to be "ignore". */
+    .globl tdagent_stop_for_report
+    .hidden tdagent_stop_for_report
+    .type tdagent_stop_for_report, @function
+tdagent_stop_for_report:
+    .cfi_startproc                   /* a leaf: the return address at [rsp] */
+    mov %rdi, %r8
+    mov %rsi, %r9
+    mov %rdx, %rsi                   /* set */
+    xor %edx, %edx                   /* oldset: NULL */
+    mov $2, %edi                     /* SIG_SETMASK */
+    mov $8, %r10d                    /* the kernel's sigset size */
+    mov $14, %eax                    /* SYS_rt_sigprocmask */
+    syscall
+    .globl __tdagent_report_stopped
+    .type __tdagent_report_stopped, @function
+__tdagent_report_stopped:
+    ret
+    .cfi_endproc
+    .size __tdagent_report_stopped, 1
+    .size tdagent_stop_for_report, . - tdagent_stop_for_report
+    .p2align 4, 0xcc
+
 /* void (*const tdagent_report_functions[16])(struct tdagent_thread *) */
     .section .data.rel.ro,"aw"
     .p2align 3

@@ -2,7 +2,11 @@
  * reports an event (the seed's rule, glibc's CAS push). */
 #define _GNU_SOURCE
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "tdagent_internal.h"
 
@@ -13,6 +17,10 @@ TDAGENT_EXPORT struct tdagent_thread *__tdagent_last_event;
 TDAGENT_EXPORT struct tdagent_list __tdagent_thread_list = {&__tdagent_thread_list, &__tdagent_thread_list};
 TDAGENT_EXPORT int __tdagent_nthreads;
 TDAGENT_EXPORT int __tdagent_concurrency;
+/* Per td_event_e: 0, or the signal a report of that event raises to stop
+ * this thread for a controller (written by the controller; see
+ * tdagent_stop_for_report). */
+TDAGENT_EXPORT unsigned char __tdagent_stop_signals[16];
 
 /* Descriptors in glibc's format (nptl_db's structs.def): a scalar or struct
  * member is { sizeof * 8, 1, offset }, an array { element bits, count,
@@ -65,6 +73,28 @@ static void push_on_last_event(struct tdagent_thread *subject)
                                         __ATOMIC_RELAXED));
 }
 
+/* Queues sig for this thread (every signal is blocked here), then lets the
+ * stub unblock it alone: the stop comes at a known pc. A thread with no
+ * tracer (the controller was killed before it put the flag back) takes the
+ * signal's disposition, "ignore": nothing happens. */
+static void stop_with_signal(void (*function)(struct tdagent_thread *), struct tdagent_thread *subject, int sig)
+{
+    long pid = syscall(SYS_getpid);
+    long tid = syscall(SYS_gettid);
+    /* sigqueue-style, its value the address of the stop flags: a controller
+     * tells this signal from one of the same number the program was sent. */
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    info.si_signo = sig;
+    info.si_code = SI_QUEUE;
+    info.si_pid = (pid_t)pid;
+    info.si_value.sival_ptr = (void *)__tdagent_stop_signals;
+    if (syscall(SYS_rt_tgsigqueueinfo, pid, tid, sig, &info) != 0)
+        return;
+    uint64_t mask = tdagent_reporting_mask() & ~((uint64_t)1 << (sig - 1));
+    tdagent_stop_for_report(function, subject, &mask);
+}
+
 void tdagent_report(struct tdagent_thread *reporter, struct tdagent_thread *subject, td_event_e event, void *data)
 {
     /* The shared records of unknown and departed threads never hold a
@@ -86,6 +116,9 @@ void tdagent_report(struct tdagent_thread *reporter, struct tdagent_thread *subj
     td_event_e previous = __atomic_exchange_n(&subject->eventbuf.eventnum, event, __ATOMIC_SEQ_CST);
     if (previous == TD_EVENT_NONE)
         push_on_last_event(subject);
+    unsigned sig = __atomic_load_n(&__tdagent_stop_signals[event], __ATOMIC_RELAXED);
+    if (sig > 0 && sig <= 64)
+        stop_with_signal(function, subject, (int)sig);
     function(subject);
     tdagent_signals_restore(&old);
 }

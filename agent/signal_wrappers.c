@@ -33,6 +33,15 @@ static struct {
 
 /* ---- signal blocking for tdagent_report ------------------------------- */
 
+uint64_t tdagent_reporting_mask(void)
+{
+    uint64_t mask = ~(uint64_t)0;
+    static const int synchronous[] = {SIGTRAP, SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS};
+    for (unsigned i = 0; i < sizeof synchronous / sizeof synchronous[0]; ++i)
+        mask &= ~((uint64_t)1 << (synchronous[i] - 1));
+    return mask;
+}
+
 void tdagent_signals_block(sigset_t *old)
 {
     /* The kernel's sigset is 64 bits; glibc's sigset_t is larger and the
@@ -42,10 +51,7 @@ void tdagent_signals_block(sigset_t *old)
      * the int3 a controller plants raises a SIGTRAP the kernel can deliver
      * normally — a blocked one it force-unblocks after resetting the
      * process's SIGTRAP handler to SIG_DFL. */
-    uint64_t mask = ~(uint64_t)0;
-    static const int synchronous[] = {SIGTRAP, SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS};
-    for (unsigned i = 0; i < sizeof synchronous / sizeof synchronous[0]; ++i)
-        mask &= ~((uint64_t)1 << (synchronous[i] - 1));
+    uint64_t mask = tdagent_reporting_mask();
     memset(old, 0, sizeof *old);
     syscall(SYS_rt_sigprocmask, SIG_SETMASK, &mask, old, sizeof mask);
 }

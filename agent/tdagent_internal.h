@@ -148,6 +148,12 @@ void tdagent_resolve_real(void) TDAGENT_HIDDEN;
  * tdagent_signals_restore. */
 void tdagent_signals_block(sigset_t *old) TDAGENT_HIDDEN;
 void tdagent_signals_restore(const sigset_t *old) TDAGENT_HIDDEN;
+/* That mask as the kernel's 64-bit sigset. */
+uint64_t tdagent_reporting_mask(void) TDAGENT_HIDDEN;
+/* Sets the mask to *mask; the controller's queued stop signal is taken on
+ * the way out (event_functions_x86_64.S). */
+void tdagent_stop_for_report(void (*function)(struct tdagent_thread *), struct tdagent_thread *subject,
+                             const uint64_t *mask) TDAGENT_HIDDEN;
 
 /* ---- rusage (thread_rusage.c) ------------------------------------------- */
 void tdagent_rusage_init_from_env(void) TDAGENT_HIDDEN;

@@ -28,6 +28,10 @@ struct reporting_address {
     target_addr address;
     std::uint64_t function_size = 0;   ///< st_size of the reporting function, bytes
     std::string symbol;                ///< e.g. "__nptl_create_event"
+    /// The byte that makes the reporting code stop its thread with a signal
+    /// instead of being trapped (libtdagent.so's __tdagent_stop_signals[e]);
+    /// null when the library has none (nptl: a trap byte is the only way).
+    target_addr stop_flag;
 };
 
 /// Where one thread library keeps the protocol. Record fields are offsets from
@@ -55,6 +59,12 @@ struct protocol_layout {
     std::optional<target_addr> initial_report_events;  ///< bool: enable flag before the library initialises
     std::vector<target_addr> thread_list_heads;        ///< list_t heads of live-thread lists
     target_addr concurrency_level;     ///< int: pthread_setconcurrency's level (null if not found)
+    /// pc of a thread stopped by a report signal (__tdagent_report_stopped);
+    /// null when the library cannot stop its threads itself.
+    target_addr report_stopped_pc;
+    /// The stop flags (__tdagent_stop_signals): also the si_value of the
+    /// agent's report signal. Null with report_stopped_pc.
+    target_addr stop_flags;
 
     std::map<td_event_e, reporting_address> event_addresses;
 };

@@ -118,7 +118,7 @@ std::optional<protocol_layout> probe_nptl(target_access& target, std::string& wh
     }
     for (auto [e, name] : {std::pair{TD_CREATE, "__nptl_create_event"}, std::pair{TD_DEATH, "__nptl_death_event"}}) {
         if (auto s = target.lookup_symbol(*module, name))
-            l.event_addresses[e] = reporting_address{s->address, s->size, name};
+            l.event_addresses[e] = reporting_address{s->address, s->size, name, {}};
     }
     if (l.event_addresses.empty()) {
         why = fmt::format("{} lacks __nptl_create_event and __nptl_death_event", l.module);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <utility>
+#include <csignal>
+#include <cstring>
 #include <fcntl.h>
 #include <link.h>
 #include <unistd.h>
@@ -411,12 +413,44 @@ td_status session::plant(const std::vector<td_event_e>& events)
     for (td_event_e e : events)
         if (!agent_->reporting_address_of(e))
             return td_fail(TD_NOEVENT);
+    int signo = report_signal();
     for (td_event_e e : events) {
         auto addr = *agent_->reporting_address_of(e);
-        process_->add_breakpoint(addr.address, addr.function_size);
+        if (signo != 0 && !addr.stop_flag.is_null())
+            process_->add_signal_site(addr.address, ptrace::stop_flag{addr.stop_flag, signo});
+        else
+            process_->add_breakpoint(addr.address, addr.function_size);
         site_events_[addr.address] = e;
     }
     return {};
+}
+
+int session::report_signal()
+{
+    if (process_->report_signal() != 0)
+        return process_->report_signal();
+    target_addr stopped = agent_->layout().report_stopped_pc;
+    if (stopped.is_null())
+        return 0;
+    // A signal whose default action is "ignore", which the target does not
+    // catch (SigCgt) and its main thread does not block (SigBlk: a program
+    // that takes it with sigwait() or a signalfd blocks it). Raised by the
+    // agent to stop for tdctl, it is a no-op for a thread no tracer holds any
+    // more, and one of the same number sent meanwhile, taken with it, would
+    // have been ignored anyway.
+    auto status = procfs::read_status(process_->pid());
+    if (!status)
+        return 0;
+    for (int signo : {SIGURG, SIGWINCH, SIGCHLD}) {
+        std::uint64_t bit = std::uint64_t{1} << (signo - 1);
+        if ((status->signals_caught | status->signals_blocked) & bit)
+            continue;
+        process_->set_report_signal(signo, stopped, agent_->layout().stop_flags);
+        log::debug("reports stop with signal {} ({})", signo, sigabbrev_np(signo));
+        return signo;
+    }
+    log::debug("the target catches or blocks SIGURG, SIGWINCH and SIGCHLD: reports stop on trap bytes");
+    return 0;
 }
 
 void session::remove_sites(const std::vector<td_event_e>& events)

@@ -331,6 +331,11 @@ private:
     void consume_our_messages();
     void drain_queued_silently();
     td_status plant(const std::vector<td_event_e>& events);
+    /// The signal the agent raises to stop at a report (chosen on first use:
+    /// SIGURG, SIGWINCH or SIGCHLD, whichever the target does not catch), or
+    /// 0 when its sites take trap bytes (nptl, an agent without stop flags,
+    /// a target catching all three).
+    int report_signal();
     void remove_sites(const std::vector<td_event_e>& events);
 
     std::unique_ptr<ptrace::traced_process> process_;

@@ -60,10 +60,18 @@ std::optional<protocol_layout> probe_tdagent(target_access& target, std::string&
     // flag that has such threads adopted (agent/thread_lifecycle.c).
     if (auto unknown = target.lookup_symbol(agent_module, "__tdagent_unknown_thread"))
         l.initial_report_events = unknown->address + static_cast<std::int64_t>(l.report_events.offset);
+    // Stop flags (agent/event_report.c): one byte per td_event_e, and the pc
+    // of the stub's stop. An agent without them is served with trap bytes.
+    target_addr stop_flags = var("__tdagent_stop_signals");
+    l.report_stopped_pc = stop_flags.is_null() ? target_addr{} : var("__tdagent_report_stopped");
+    l.stop_flags = l.report_stopped_pc.is_null() ? target_addr{} : stop_flags;
     for (td_event_e e : events::all_events()) {
         std::string name = "__tdagent_event_" + events::event_short_name(e);
-        if (auto s = target.lookup_symbol(agent_module, name))
-            l.event_addresses[e] = reporting_address{s->address, s->size, name};
+        if (auto s = target.lookup_symbol(agent_module, name)) {
+            l.event_addresses[e] = reporting_address{s->address, s->size, name, {}};
+            if (!l.report_stopped_pc.is_null())
+                l.event_addresses[e].stop_flag = stop_flags + static_cast<std::int64_t>(e);
+        }
     }
     if (l.event_addresses.empty()) {
         why = "libtdagent.so exports no __tdagent_event_* reporting functions";

@@ -12,14 +12,33 @@ const char* step_over_name(step_over_kind k)
     case step_over_kind::resume_in_place: return "resume-in-place";
     case step_over_kind::emulate_return: return "emulate-return";
     case step_over_kind::single_step: return "single-step";
+    case step_over_kind::signal_stop: return "signal-stop";
     }
     return "?";
+}
+
+void breakpoint_site::insert_flag(target_memory& mem, change_journal& journal)
+{
+    // The natural value is 0 whatever is found: a flag left set by a tracer
+    // that was killed with its guardian is put back to 0 by this session.
+    const std::byte value{static_cast<unsigned char>(flag_.signo)};
+    const std::byte natural{0};
+    journal.note(flag_.address, std::span<const std::byte>(&natural, 1), std::span<const std::byte>(&value, 1),
+                 change_kind::code);
+    if (!mem.write(flag_.address, std::span<const std::byte>(&value, 1)))
+        throw error::from_errno(EFAULT, fmt::format("cannot write the stop flag at {}", flag_.address));
+    saved_[0] = natural;
+    inserted_ = true;
 }
 
 void breakpoint_site::insert(target_memory& mem, change_journal& journal)
 {
     if (inserted_)
         return;
+    if (kind_ == step_over_kind::signal_stop) {
+        insert_flag(mem, journal);
+        return;
+    }
     std::array<std::byte, 16> code{};
     std::size_t n = mem.read(addr_, code);
     if (n == 0)
@@ -44,21 +63,28 @@ bool breakpoint_site::remove(change_journal& journal)
     if (!inserted_)
         return true;
     inserted_ = false;
-    return journal.restore(addr_).failed == 0;
+    return journal.restore(kind_ == step_over_kind::signal_stop ? flag_.address : addr_).failed == 0;
 }
 
 bool breakpoint_site::lift(target_memory& mem)
 {
+    if (kind_ == step_over_kind::signal_stop)
+        return true;  // no code of ours to lift
     return mem.write(addr_, std::span<const std::byte>(&saved_[0], 1));
 }
 
 bool breakpoint_site::reinsert(target_memory& mem)
 {
+    if (kind_ == step_over_kind::signal_stop)
+        return true;
     return mem.write(addr_, std::span<const std::byte>(&patch_[0], 1));
 }
 
 std::string breakpoint_site::describe() const
 {
+    if (kind_ == step_over_kind::signal_stop)
+        return fmt::format("{} [stop flag at {} = signal {}] {}", addr_, flag_.address, flag_.signo,
+                           step_over_name(kind_));
     std::string bytes;
     for (std::size_t i = 0; i < patch_len_; ++i)
         bytes += fmt::format("{}{:02x}", i ? " " : "", static_cast<unsigned>(saved_[i]));

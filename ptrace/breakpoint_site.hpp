@@ -26,6 +26,11 @@ enum class step_over_kind {
     emulate_return,
     /// Anything else: remove, single-step, re-insert.
     single_step,
+    /// No trap byte: the reporting code stops its thread itself with a signal
+    /// whose disposition is "ignore" (libtdagent.so's stop flags), so resuming
+    /// without that signal is the whole step-over. A thread let go in that
+    /// stop by a tracer that died takes the signal and goes on.
+    signal_stop,
 };
 
 const char* step_over_name(step_over_kind k);
@@ -37,9 +42,23 @@ const char* step_over_name(step_over_kind k);
 step_over_kind classify_site(std::span<const std::byte> code, std::uint64_t function_size,
                              std::array<std::byte, 2>& patch, std::size_t& patch_len);
 
+/// Where a signal-stop site's switch is: one byte the reporting code reads
+/// (0: report silently; N: raise signal N and stop), and the signal.
+struct stop_flag {
+    target_addr address;
+    int signo = 0;
+};
+
 class breakpoint_site {
 public:
     breakpoint_site(target_addr addr, std::uint64_t function_size) : addr_(addr), function_size_(function_size) {}
+    /// A signal-stop site for the reporting function at addr: insert() writes
+    /// flag.signo into the byte at flag.address (journaled, original 0), and
+    /// remove() puts 0 back; the function's code is never touched.
+    breakpoint_site(target_addr addr, stop_flag flag)
+        : addr_(addr), function_size_(0), kind_(step_over_kind::signal_stop), flag_(flag)
+    {
+    }
 
     /// Reads the original bytes, chooses the step-over, journals the change
     /// (before any byte is written) and writes the patch through `mem`.
@@ -50,6 +69,9 @@ public:
     /// so a thread never sees a half-restored site). False if the write
     /// failed (process gone).
     bool remove(change_journal& journal);
+
+    /// The byte written for a signal-stop site (null address otherwise).
+    const stop_flag& flag() const { return flag_; }
 
     /// Writes the patch again after a single-step over the original bytes.
     bool reinsert(target_memory& mem);
@@ -65,6 +87,8 @@ public:
     std::string describe() const;
 
 private:
+    void insert_flag(target_memory& mem, change_journal& journal);
+
     target_addr addr_;
     std::uint64_t function_size_;
     step_over_kind kind_ = step_over_kind::single_step;
@@ -72,6 +96,7 @@ private:
     std::array<std::byte, 2> patch_{};
     std::size_t patch_len_ = 1;
     bool inserted_ = false;
+    stop_flag flag_{};
 };
 
 }  // namespace tdctl::ptrace

@@ -142,6 +142,12 @@ status_info parse_status(std::string_view text)
             }
         } else if (key == "CapEff")
             st.cap_effective = to_number<std::uint64_t>(value, 16);
+        else if (key == "SigCgt")
+            st.signals_caught = to_number<std::uint64_t>(value, 16);
+        else if (key == "SigIgn")
+            st.signals_ignored = to_number<std::uint64_t>(value, 16);
+        else if (key == "SigBlk")
+            st.signals_blocked = to_number<std::uint64_t>(value, 16);
         else if (key == "VmHWM")
             st.vm_hwm_kb = to_number<std::uint64_t>(value);
         else if (key == "voluntary_ctxt_switches")

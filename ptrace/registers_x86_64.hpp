@@ -35,6 +35,8 @@ public:
     long syscall_result() const { return static_cast<long>(regs_.rax); }
     /// Fifth syscall argument (r8): clone(2)'s tls on x86_64.
     std::uint64_t arg4() const { return regs_.r8; }
+    /// Sixth syscall argument (r9).
+    std::uint64_t arg5() const { return regs_.r9; }
 
     /// Performs a `ret` on these registers (not yet on the task: write() does
     /// that): pc <- the 8-byte return address at [sp], read from mem; sp += 8.

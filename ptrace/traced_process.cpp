@@ -58,6 +58,7 @@ struct traced_process::task : task_info {
     bool interrupt_pending = false;  // PTRACE_INTERRUPT sent, its trap not yet seen
     int pending_signal = 0;          // delivered on restart
     target_addr trap_site;           // trapped on this site; step-over due on restart
+    bool trap_by_signal = false;     // ... stopped by the report signal (a signal-stop site)
     std::optional<registers> trap_regs;
     // The task executed a trap byte but reported our interrupt first: the
     // trap's SIGTRAP is still queued and is swallowed when it comes.
@@ -490,6 +491,19 @@ void traced_process::reinsert_withdrawn_sites()
     }
 }
 
+const breakpoint_site& traced_process::add_signal_site(target_addr addr, stop_flag flag)
+{
+    auto it = sites_.find(addr);
+    if (it == sites_.end()) {
+        auto site = std::make_unique<breakpoint_site>(addr, flag);
+        site->insert(*memory_, *journal_);
+        log::debug("breakpoint {}", site->describe());
+        it = sites_.emplace(addr, site_entry{std::move(site), 0}).first;
+    }
+    ++it->second.reasons;
+    return *it->second.site;
+}
+
 const breakpoint_site* traced_process::site_at(target_addr addr) const
 {
     auto it = sites_.find(addr);
@@ -632,6 +646,11 @@ std::optional<stop_event> traced_process::on_task_ended(tid_t tid, wait_status w
 std::optional<stop_event> traced_process::on_signal_stop(task& t, int sig)
 {
     hold_stopped(t);
+    if (report_signo_ != 0 && sig == report_signo_) {
+        std::optional<stop_event> ev;
+        if (on_report_signal(t, ev))
+            return ev;
+    }
     if (sig == SIGTRAP && t.sigtrap_owed) {
         // The queued SIGTRAP of a hit already reported through an interrupt.
         t.sigtrap_owed = false;
@@ -699,6 +718,44 @@ std::optional<stop_event> traced_process::on_breakpoint_trap(task& t)
     stop_event ev{stop_kind::breakpoint, t.tid, {}, at, 0};
     ev.arg0 = regs->arg0();
     return ev;
+}
+
+bool traced_process::on_report_signal(task& t, std::optional<stop_event>& ev)
+{
+    auto regs = registers::read(t.tid);
+    if (!regs) {
+        t.stopped = false;  // vanished; its exit status follows
+        return true;
+    }
+    // Only the agent's stub stops there with this signal queued by itself:
+    // anything else is somebody's signal, delivered as usual.
+    if (regs->pc() != report_stopped_pc_)
+        return false;
+    // The program may have been sent the same signal (it may even catch it
+    // by now): only the agent's own carries its value.
+    siginfo_t info{};
+    if (ptrace_call(PTRACE_GETSIGINFO, t.tid, nullptr, &info) != 0 || info.si_code != SI_QUEUE ||
+        reinterpret_cast<std::uint64_t>(info.si_value.sival_ptr) != report_value_.value)
+        return false;
+    target_addr at{regs->arg4()};
+    auto it = sites_.find(at);
+    if (it == sites_.end() || !it->second.site->is_inserted() ||
+        it->second.site->kind() != step_over_kind::signal_stop) {
+        // Raised just before its flag went back to 0: ours, dropped.
+        restart_if_free(t);
+        return true;
+    }
+    // Seen from above, the thread is where a trap byte would have left it:
+    // one byte into the reporting function, its return address on top of the
+    // stack (the stub is a leaf and touched no stack), the subject record as
+    // the function's argument. Stacks and step-over code need no second case.
+    ev = stop_event{stop_kind::breakpoint, t.tid, {}, at, 0};
+    ev->arg0 = regs->arg5();
+    regs->set_pc(at + breakpoint_pc_adjust);
+    t.trap_site = at;
+    t.trap_by_signal = true;
+    t.trap_regs = regs;
+    return true;
 }
 
 std::optional<stop_event> traced_process::on_trap_before_interrupt(task& t)
@@ -809,6 +866,7 @@ void traced_process::finish_step_over(task& t)
         return_from_trap(t);
     }
     t.trap_site = {};
+    t.trap_by_signal = false;
     t.trap_regs.reset();
 }
 
@@ -971,9 +1029,13 @@ std::optional<stop_event> traced_process::on_exec(tid_t tid)
                  queue_.end());
     memory_->reopen();
     journal_->forget_all();  // the old image's changes went with it
+    report_signo_ = 0;  // the old image's agent went with it
+    report_stopped_pc_ = {};
+    report_value_ = {};
     task& t = *find_task(leader);
     t.stopped = true;
     t.trap_site = {};
+    t.trap_by_signal = false;
     t.trap_regs.reset();
     t.interrupt_pending = false;
     t.newest_clone_child = {};
@@ -1080,7 +1142,10 @@ void traced_process::restart(task& t)
 void traced_process::step_over(task& t)
 {
     auto it = sites_.find(t.trap_site);
-    if (it == sites_.end() || !it->second.site->is_inserted()) {
+    if (t.trap_by_signal) {
+        // Stopped in the agent's stub, not in the reporting function: its
+        // own `ret` is next, whatever became of the site.
+    } else if (it == sites_.end() || !it->second.site->is_inserted()) {
         // The site went away meanwhile: re-execute the original bytes.
         if (auto regs = registers::read(t.tid)) {
             regs->set_pc(t.trap_site);
@@ -1097,9 +1162,12 @@ void traced_process::step_over(task& t)
         case step_over_kind::single_step:
             step_over_single(t, site);
             break;
+        case step_over_kind::signal_stop:
+            break;  // resumed without the signal: the stub's `ret` comes next
         }
     }
     t.trap_site = {};
+    t.trap_by_signal = false;
     t.trap_regs.reset();
 }
 

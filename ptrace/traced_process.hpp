@@ -115,6 +115,25 @@ public:
     /// of the function there, bytes) lets a one-byte `ret` use resume-in-place.
     /// Throws tdctl::error if the code cannot be read or written.
     const breakpoint_site& add_breakpoint(target_addr addr, std::uint64_t function_size);
+    /// Inserts (or adds a reason to) a signal-stop site for the reporting
+    /// function at addr (breakpoint_site's stop_flag). Stops of that signal
+    /// are recognised once set_report_signal() named it.
+    const breakpoint_site& add_signal_site(target_addr addr, stop_flag flag);
+    /// The signal reporting code raises to stop for tdctl, the pc its
+    /// signal-delivery-stop has (libtdagent.so's __tdagent_report_stopped),
+    /// where r8 holds the reporting function and r9 its first argument, and
+    /// the si_value (SI_QUEUE) that tells it from the same signal sent by
+    /// anyone else. Such a stop is a hit of that function's site, resumed
+    /// without the signal; one whose site is gone is dropped the same way.
+    /// Signal 0 turns this off.
+    void set_report_signal(int signo, target_addr stopped_pc, target_addr value)
+    {
+        report_signo_ = signo;
+        report_stopped_pc_ = stopped_pc;
+        report_value_ = value;
+    }
+    /// The signal set_report_signal() named (0: none; cleared by an exec).
+    int report_signal() const { return report_signo_; }
     /// Drops one reason; the last one removes the site. Must be called with
     /// every task stopped (hold) so no thread is between trap and report.
     void remove_breakpoint(target_addr addr);
@@ -243,6 +262,9 @@ private:
     void leave_to_owner(const stop_event& ev);
     std::optional<stop_event> on_breakpoint_trap(task& t);
     std::optional<stop_event> on_trap_before_interrupt(task& t);
+    /// A stop of the report signal: true when it was one of ours (then `ev`
+    /// holds the hit, or nothing when it is dropped); false for anyone else's.
+    bool on_report_signal(task& t, std::optional<stop_event>& ev);
     void consume_owed_sigtrap(task& t);
     /// The next status of t, just restarted (waitpid by TID): a stop, or
     /// std::nullopt when t has gone (its end queued for the owner).
@@ -328,6 +350,9 @@ private:
     int cancel_fd_ = -1;   // readable: give up waiting (attach only)
     target_addr run_to_reached_;  // where the last run_to() stopped the leader
     target_addr call_marker_;     // a remote call's return address; null when none runs
+    int report_signo_ = 0;        // set_report_signal()
+    target_addr report_stopped_pc_;
+    target_addr report_value_;
 };
 
 }  // namespace tdctl::ptrace

@@ -103,3 +103,41 @@ TEST_CASE("unreadable code is an error, not a silent breakpoint")
     CHECK_THROWS(site.insert(mem, journal));
     CHECK_FALSE(site.is_inserted());
 }
+
+TEST_CASE("a signal-stop site writes its flag, never the code, and puts 0 back")
+{
+    image_memory mem;
+    change_journal journal(mem, 0);
+    const std::uint64_t function = 0x104000, flag = 0x105008;
+    mem.at(function) = std::byte{0xc3};
+    auto before = mem.bytes;
+
+    breakpoint_site site(target_addr{function}, stop_flag{target_addr{flag}, 23});
+    site.insert(mem, journal);
+    CHECK(site.kind() == step_over_kind::signal_stop);
+    CHECK(site.is_inserted());
+    CHECK(mem.at(flag) == std::byte{23});
+    CHECK(mem.at(function) == std::byte{0xc3});
+    CHECK(journal.contains(target_addr{flag}));
+    CHECK_FALSE(journal.contains(target_addr{function}));
+    // No code to lift for a step: both are no-ops that succeed.
+    CHECK(site.lift(mem));
+    CHECK(site.reinsert(mem));
+    CHECK(mem.at(flag) == std::byte{23});
+    CHECK(site.remove(journal));
+    CHECK(mem.bytes == before);
+    CHECK(journal.size() == 0);
+}
+
+TEST_CASE("a stop flag left set by a killed session is put back to 0, not to what was found")
+{
+    image_memory mem;
+    change_journal journal(mem, 0);
+    const std::uint64_t flag = 0x106000;
+    mem.at(flag) = std::byte{28};  // SIGWINCH, from a session killed with its guardian
+    breakpoint_site site(target_addr{0x104000}, stop_flag{target_addr{flag}, 23});
+    site.insert(mem, journal);
+    CHECK(mem.at(flag) == std::byte{23});
+    CHECK(site.remove(journal));
+    CHECK(mem.at(flag) == std::byte{0});
+}

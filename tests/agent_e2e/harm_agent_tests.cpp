@@ -1,0 +1,192 @@
+// SIGKILL of tdctl while the agent reports: its report stops are safe to
+// lose. With libtdagent.so, a report stops its thread with a signal whose
+// disposition is "ignore" (agent/event_report.c), not with a trap byte: a
+// thread the kernel lets go in that stop when its tracer dies, or one that
+// reports with no tracer left, goes on. Checked on a thread storm (thousands
+// of reports a second) against the two ways tdctl dies: the tracer process
+// alone (the first tdctl then puts the stop flags back), and both processes
+// at once (`pkill -9 tdctl`: nothing puts anything back, and the target must
+// live anyway; the next session resets the flags).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include <csignal>
+#include <sys/types.h>
+#include <thread_db.h>
+
+#include <fmt/format.h>
+
+#include "symbols/elf_module.hpp"
+#include "tests/agent_e2e/agent_e2e_support.hpp"
+#include "tests/support/support.hpp"
+
+using namespace tdctl;
+using namespace tdctl::agent_e2e;
+
+namespace {
+
+/// The thread storm of tests/fixtures (creators, detached and joinable
+/// chains) with the agent preloaded, started and released.
+test::child_process start_storm_with_agent()
+{
+    auto t = test::child_process::spawn({test::fixture_path("storm"), "--wait-start", "0"},
+                                        {.env = {{"LD_PRELOAD", agent_library()}}});
+    REQUIRE(t.require_line(10s) == fmt::format("ready {}", t.pid()));
+    REQUIRE(t.write_stdin("x"));
+    return t;
+}
+
+/// The target address of the agent's `symbol` (its lowest mapping is its
+/// load bias: the library's first segment starts at 0).
+std::uint64_t agent_symbol(pid_t pid, const char* symbol)
+{
+    std::uint64_t base = ~0ull;
+    for (const auto& m : test::proc_maps(pid))
+        if (m.path.find("libtdagent.so") != std::string::npos)
+            base = std::min(base, m.start);
+    REQUIRE(base != ~0ull);
+    auto agent = symbols::elf_module::open_file(agent_library(), target_addr{base});
+    REQUIRE(agent != nullptr);
+    auto s = agent->lookup(symbol);
+    REQUIRE(s);
+    return s->address.value;
+}
+
+/// The agent's 16 stop flags (__tdagent_stop_signals): the count of non-zero ones.
+int stop_flags_set(pid_t pid, std::uint64_t flags)
+{
+    auto bytes = test::read_proc_mem(pid, flags, 16);
+    return static_cast<int>(std::count_if(bytes.begin(), bytes.end(), [](std::uint8_t b) { return b != 0; }));
+}
+
+/// The tracer: the child of the tdctl the user started.
+pid_t tracer_of(const test::child_process& tdctl)
+{
+    auto children = test::read_text_file(fmt::format("/proc/{0}/task/{0}/children", tdctl.pid())).value_or("");
+    return static_cast<pid_t>(std::strtol(children.c_str(), nullptr, 10));
+}
+
+bool await_attached(test::child_process& tdctl)
+{
+    for (auto deadline = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < deadline;) {
+        auto line = tdctl.read_line(200ms);
+        if (line && line->find("\"type\":\"attached\"") != std::string::npos)
+            return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("100 SIGKILLs of tdctl during watch on a storm with the agent: no target dies")
+{
+    std::mt19937 random(20261202);
+    std::uniform_int_distribution<int> delay_ms(50, 600);
+    auto target = start_storm_with_agent();
+    std::uint64_t flags = agent_symbol(target.pid(), "__tdagent_stop_signals");
+    int deaths = 0, not_restored = 0, left_set = 0, rounds_with_stops = 0;
+    std::string first_problem;
+    for (int round = 0; round < 100; ++round) {
+        CAPTURE(round);
+        // Even rounds: the tracer process alone; odd ones: both processes.
+        bool both = round % 2 == 1;
+        auto tdctl = test::child_process::spawn(
+            {test::tdctl_path(), "--json", "-p", std::to_string(target.pid()), "--agent", "-e", "watch all --for 20"});
+        REQUIRE_MESSAGE(await_attached(tdctl), tdctl.describe());
+        pid_t tracer = tracer_of(tdctl);
+        REQUIRE(tracer > 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(random)));
+        rounds_with_stops += stop_flags_set(target.pid(), flags) > 0;
+        if (both)
+            REQUIRE(::kill(tdctl.pid(), SIGKILL) == 0);
+        REQUIRE(::kill(tracer, SIGKILL) == 0);
+        (void)tdctl.wait_exit(5s);
+        std::this_thread::sleep_for(300ms);
+        if (target.wait_exit(0ms)) {
+            ++deaths;
+            if (first_problem.empty())
+                first_problem = fmt::format("round {}: the target died ({})", round, target.describe());
+            target = start_storm_with_agent();
+            flags = agent_symbol(target.pid(), "__tdagent_stop_signals");
+            continue;
+        }
+        int set = stop_flags_set(target.pid(), flags);
+        if (!both && set != 0) {
+            ++not_restored;
+            if (first_problem.empty())
+                first_problem = fmt::format("round {}: {} stop flags still set after the tracer's death", round, set);
+        }
+        left_set += both && set != 0;
+    }
+    MESSAGE(fmt::format("{} deaths in 100 kills; {} rounds with stops planted at the kill; flags left set by "
+                        "the {} kills of both processes: {}",
+                        deaths, rounds_with_stops, 50, left_set));
+    CHECK_MESSAGE(deaths == 0, first_problem);
+    CHECK_MESSAGE(not_restored == 0, first_problem);
+    CHECK(rounds_with_stops >= 90);
+
+    // A clean session after all that resets whatever the last kill left.
+    auto last = test::run_command({test::tdctl_path(), "-p", std::to_string(target.pid()), "--agent", "-e",
+                                   "watch all --for 0.2"},
+                                  60s);
+    CHECK_MESSAGE(last.status.exit_code() == 0, last.describe());
+    CHECK(stop_flags_set(target.pid(), flags) == 0);
+    CHECK_FALSE(target.wait_exit(0ms));
+    CHECK(target.send_signal(SIGKILL));
+}
+
+namespace {
+
+/// The signals fixture sending itself 300 SIGURGs (caught, each counted)
+/// while one of its threads keeps creating threads, so its reports keep
+/// stopping it: under `watch all` with the agent, every SIGURG must reach the
+/// handler. Returns the stop signal tdctl wrote into TD_CREATE's flag.
+int urgent_signals_under_watch(bool handler_after_start)
+{
+    test::temp_file record("signals-urg");
+    std::vector<std::pair<std::string, std::string>> env = {{"LD_PRELOAD", agent_library()},
+                                                            {"SIGNALS_SIGNO", std::to_string(SIGURG)}};
+    if (handler_after_start)
+        env.emplace_back("SIGNALS_HANDLER_AFTER_START", "1");
+    auto target = test::child_process::spawn(
+        {test::fixture_path("signals"), "--record", record.path(), "--wait-start", "300"}, {.env = env});
+    REQUIRE(target.require_line(10s) == fmt::format("ready {}", target.pid()));
+    std::uint64_t flags = agent_symbol(target.pid(), "__tdagent_stop_signals");
+    auto tdctl = test::child_process::spawn(
+        {test::tdctl_path(), "--json", "-p", std::to_string(target.pid()), "--agent", "-e", "watch all --for 60"});
+    REQUIRE_MESSAGE(await_attached(tdctl), tdctl.describe());
+    std::this_thread::sleep_for(300ms);
+    auto bytes = test::read_proc_mem(target.pid(), flags, 16);
+    REQUIRE(bytes.size() == 16);
+    REQUIRE(target.write_stdin("x"));
+    // tdctl's output is read as it comes (a pipe nobody reads holds the
+    // tracer, and with it the target).
+    bool saw_create = false;
+    std::optional<test::exit_status> status;
+    for (auto deadline = std::chrono::steady_clock::now() + 60s;
+         !status && std::chrono::steady_clock::now() < deadline; status = target.wait_exit(0ms))
+        while (auto line = tdctl.read_line(10ms))
+            saw_create = saw_create || line->find("\"TD_CREATE\"") != std::string::npos;
+    REQUIRE_MESSAGE(status, target.describe());
+    CHECK_MESSAGE(status->exit_code() == 0, target.describe());
+    auto facts = test::read_record(record.path());
+    CHECK(test::count_kind(facts, "signal-sent") == 300);
+    CHECK(test::count_kind(facts, "signal-got") == 300);
+    // The target exited under `watch`: tdctl ends with it, having seen its reports.
+    while (auto line = tdctl.read_line(100ms))
+        saw_create = saw_create || line->find("\"TD_CREATE\"") != std::string::npos;
+    CHECK(tdctl.wait_exit(30s));
+    CHECK(saw_create);
+    return bytes[TD_CREATE];
+}
+
+}  // namespace
+
+TEST_CASE("a target that catches SIGURG: reports stop with SIGWINCH, and each of its SIGURGs reaches its handler")
+{
+    CHECK(urgent_signals_under_watch(false) == SIGWINCH);
+}
