@@ -8,6 +8,10 @@
  *     unavailable: TD_LOCK_TRY, TD_PRI_INHERIT (PTHREAD_PRIO_INHERIT mutexes
  *     only), TD_SLEEP, the real (blocking or timed) call, TD_READY — all
  *     with the lock's address. For a spin lock SLEEP/READY bracket the spin.
+ *   pthread_mutex_trylock: the call itself; EBUSY (the mutex is taken) ⇒
+ *     TD_LOCK_TRY with the mutex's address and nothing after it — a try
+ *     that does not block has no SLEEP, which is how a controller tells a
+ *     trylock failure from the first report of a blocking contention.
  *   condition variables: TD_SLEEP, the wait, [TD_TIMEOUT on ETIMEDOUT],
  *     TD_READY — data: the condvar's address.
  *   semaphores: a try-wait first; if it would block: TD_SLEEP, the wait,
@@ -74,6 +78,22 @@ TDAGENT_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
     if (TDAGENT_UNLIKELY(self->report_events))
         return mutex_lock_reporting(tdagent_known_self(self), m);
     return tdagent_real.pthread_mutex_lock(m);
+}
+
+__attribute__((noinline)) static int mutex_trylock_reporting(struct tdagent_thread *self, pthread_mutex_t *m)
+{
+    int err = tdagent_real.pthread_mutex_trylock(m);
+    if (err == EBUSY)
+        tdagent_report(self, self, TD_LOCK_TRY, m);
+    return err;
+}
+
+TDAGENT_EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
+{
+    struct tdagent_thread *self = tdagent_self;
+    if (TDAGENT_UNLIKELY(self->report_events))
+        return mutex_trylock_reporting(tdagent_known_self(self), m);
+    return tdagent_real.pthread_mutex_trylock(m);
 }
 
 TDAGENT_EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *abstime)

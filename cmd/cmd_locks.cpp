@@ -1,5 +1,6 @@
-// `locks`: per-lock contention from the agent's TD_LOCK_TRY, TD_SLEEP,
-// TD_READY (and TD_PRI_INHERIT) reports, counted by events/lock_contention;
+// `locks`: per-lock contention and trylock failures from the agent's
+// TD_LOCK_TRY, TD_SLEEP, TD_READY (and TD_PRI_INHERIT) reports, counted by
+// events/lock_contention;
 // the waiter's stack and the lock's owner are read at each report while the
 // waiter is stopped (core/lock_probe.hpp). Works on whatever session reports
 // those events, launched with --agent or not.
@@ -24,9 +25,11 @@ namespace {
 // The events `locks` arms; the first three are required.
 constexpr td_event_e lock_events[] = {TD_LOCK_TRY, TD_SLEEP, TD_READY, TD_PRI_INHERIT};
 
-// Frames of the agent's own below a lock wait's report (its reporting
-// function, tdagent_report, the lock wrapper), unwound on top of DEPTH.
-constexpr int agent_frames = 4;
+// Frames unwound on top of DEPTH for the agent's own at the top of a lock
+// wait's stack (its reporting function, tdagent_report, the lock wrapper:
+// 3 or 4 today), which the session drops (core::drop_reporter_frames) before
+// lock_contention keeps DEPTH of the rest.
+constexpr int agent_frames = 8;
 
 // Each TD_SLEEP of a scope carries the reporter's stack and the lock's
 // owner. Only the SLEEP: its time is taken before the stack is read, so the
@@ -75,7 +78,8 @@ void runner::print_locks(const events::lock_contention& counts, std::size_t repo
     auto locks = counts.report(locks_sites_per_lock);
     const std::size_t shown = std::min(top, locks.size());
     output::bulk batch(out_);
-    out_.print(locks_report_record{report, span, locks.size(), shown, counts.contentions(), seconds_since_start()});
+    out_.print(locks_report_record{report, span, locks.size(), shown, counts.contentions(), counts.try_failures(),
+                                   seconds_since_start()});
     for (std::size_t i = 0; i < shown; ++i) {
         code_location where = locate(*session_, locks[i].address);
         out_.print(lock_record{report, i + 1, std::move(locks[i]), std::move(where)});

@@ -58,14 +58,16 @@ json_record locks_report_record::json() const
     rec["locks"] = locks;
     rec["shown"] = shown;
     rec["contentions"] = contentions;
+    rec["try_failures"] = try_failures;
     rec["time"] = events::json_seconds(time);
     return rec;
 }
 
 std::string locks_report_record::text() const
 {
-    return fmt::format("locks: report {} over {:.3f} s: {} contended lock{}, {} contention{}{}", report, span, locks,
-                       locks == 1 ? "" : "s", contentions, contentions == 1 ? "" : "s",
+    return fmt::format("locks: report {} over {:.3f} s: {} contended lock{}, {} contention{}, {} trylock failure{}{}",
+                       report, span, locks, locks == 1 ? "" : "s", contentions, contentions == 1 ? "" : "s",
+                       try_failures, try_failures == 1 ? "" : "s",
                        shown < locks ? fmt::format(" (top {} shown)", shown) : std::string());
 }
 
@@ -80,6 +82,7 @@ json_record lock_record::json() const
     rec["module"] = where.module;
     rec["kind"] = events::lock_kind_name(stats.kind);
     rec["contentions"] = stats.contentions;
+    rec["try_failures"] = stats.try_failures;
     rec["waits"] = stats.waits;
     rec["wait_total"] = seconds(stats.wait_ns);
     rec["wait_avg"] = seconds(avg_ns(stats));
@@ -100,9 +103,10 @@ std::string lock_record::text() const
     const auto& s = stats;
     std::string name = where.symbol.empty() ? std::string() : fmt::format(" {} ({})", where.symbol, where.module);
     std::string out = fmt::format(
-        "locks: #{} {:#x}{} {}: contentions {}, waits {}, wait total {:.3f} ms, avg {:.3f} ms, max {:.3f} ms\n"
+        "locks: #{} {:#x}{} {}: contentions {}, trylock failures {}, waits {}, wait total {:.3f} ms, avg {:.3f} ms, "
+        "max {:.3f} ms\n"
         "locks:    holders {}; waiters {}",
-        rank, s.address, name, events::lock_kind_name(s.kind), s.contentions, s.waits, ms(s.wait_ns),
+        rank, s.address, name, events::lock_kind_name(s.kind), s.contentions, s.try_failures, s.waits, ms(s.wait_ns),
         ms(avg_ns(s)), ms(s.max_wait_ns), tid_counts_text(s.holders), tid_counts_text(s.waiters));
     for (std::size_t i = 0; i < s.call_sites.size(); ++i) {
         const auto& site = s.call_sites[i];

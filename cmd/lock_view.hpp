@@ -26,6 +26,7 @@ struct locks_report_record {
     std::size_t locks = 0;           ///< locks contended in the span
     std::size_t shown = 0;           ///< lock records that follow (top N)
     std::uint64_t contentions = 0;   ///< over every lock
+    std::uint64_t try_failures = 0;  ///< trylock failures (EBUSY), over every lock
     double time = 0;
     json_record json() const;
     std::string text() const;

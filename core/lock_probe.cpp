@@ -1,5 +1,7 @@
 #include "core/lock_probe.hpp"
 
+#include <cstddef>
+
 namespace tdctl::core {
 
 events::lock_kind lock_kind_of(std::span<const events::stack_frame> frames)
@@ -18,6 +20,21 @@ events::lock_kind lock_kind_of(std::span<const events::stack_frame> frames)
             return lock_kind::spin;
     }
     return lock_kind::unknown;
+}
+
+void drop_reporter_frames(std::vector<events::stack_frame>& frames, const symbols::module_set& modules)
+{
+    if (frames.empty())
+        return;
+    const symbols::elf_module* reporter = modules.containing(frames.front().pc);
+    if (reporter == nullptr)
+        return;
+    // Frame 0's pc is where the thread stands; the others are return addresses.
+    std::size_t inside = 1;
+    while (inside < frames.size() && frames[inside].pc.value != 0 &&
+           modules.containing(target_addr{frames[inside].pc.value - 1}) == reporter)
+        ++inside;
+    frames.erase(frames.begin(), frames.begin() + static_cast<std::ptrdiff_t>(inside));
 }
 
 std::optional<pid_t> lock_owner_of(target_memory& mem, target_addr lock, events::lock_kind kind)

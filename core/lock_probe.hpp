@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include <sys/types.h>
 
@@ -21,6 +22,7 @@
 #include "base/types.hpp"
 #include "events/event_message.hpp"
 #include "events/stack_frame.hpp"
+#include "symbols/elf_module.hpp"
 
 namespace tdctl::core {
 
@@ -40,5 +42,15 @@ events::lock_kind lock_kind_of(std::span<const events::stack_frame> frames);
 /// For a PI or robust mutex the same field holds the owner (glibc keeps it
 /// there for every kind), with the FUTEX_OWNER_DIED bit cleared by the read.
 std::optional<pid_t> lock_owner_of(target_memory& mem, target_addr lock, events::lock_kind kind);
+
+/// Drops from the top of a lock report's stack (innermost first, frame 0 the
+/// reporting function) every frame inside the module that holds frame 0 —
+/// the reporting thread library, libtdagent.so, however it was loaded
+/// (preloaded, dlopen()ed from a memfd) — so the first frame left is the
+/// program's call into the lock function. Modules are told apart by the
+/// address ranges of `modules` (/proc/PID/maps); a return address is looked
+/// up one byte back, inside its call. Frames are left as they are when
+/// frame 0 is in no known module.
+void drop_reporter_frames(std::vector<events::stack_frame>& frames, const symbols::module_set& modules);
 
 }  // namespace tdctl::core

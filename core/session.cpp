@@ -333,6 +333,8 @@ void session::attach_lock_owner(events::event_message& msg)
         return;
     msg.lock = lock_kind_of(msg.frames);
     msg.lock_owner = lock_owner_of(memory(), target_addr{msg.data}, msg.lock);
+    // The kind is named by the agent's frames; the call site starts below them.
+    drop_reporter_frames(msg.frames, modules_);
 }
 
 // ---------------------------------------------------------------- journal

@@ -152,7 +152,9 @@ public:
     /// (core/lock_probe.hpp). The kind comes from the message's stack
     /// (set_event_stacks, TD_SLEEP among its events); while probes are on,
     /// only the TD_SLEEP that follows a TD_LOCK_TRY of the same LWP on the
-    /// same object gets a stack (not a join's, a condition variable's...).
+    /// same object gets a stack (not a join's, a condition variable's...),
+    /// and that stack starts at the program's call: the frames of the
+    /// reporting module (libtdagent.so) are dropped from its top.
     void set_lock_probes(bool on)
     {
         lock_probes_ = on;
@@ -428,7 +430,8 @@ private:
     /// Lock probes on: whether `msg` is a lock wait's TD_SLEEP (noting each
     /// TD_LOCK_TRY on the way); true for every message when they are off.
     bool wants_lock_stack(const events::event_message& msg);
-    /// The lock's kind and owner on a lock wait's message (lock_probes_ on).
+    /// The lock's kind and owner on a lock wait's message (lock_probes_ on),
+    /// then its stack cut to the program's frames (drop_reporter_frames).
     void attach_lock_owner(events::event_message& msg);
     /// The message's frames (event_stack_depth_ of them) from `reporter`.
     void attach_stack(events::event_message& msg, tid_t reporter);

@@ -1,10 +1,13 @@
 // Per-lock contention over the agent's lock events (`locks`): fed every
 // TD_LOCK_TRY, TD_SLEEP and TD_READY message, in the order drained. A
-// contention is one TD_LOCK_TRY (the agent's try-lock found the lock taken);
-// a wait is the TD_SLEEP .. TD_READY that follows it on the same thread and
-// lock, timed from the two messages' times (the controller's monotonic
-// clock when each report was drained, before any stack was read). The
-// waiter's stack, the lock's kind and its holder come with the TD_SLEEP.
+// TD_LOCK_TRY says a thread found a lock taken (SPEC §5); what it was is
+// told by the same thread's next report: the TD_SLEEP on that lock of a
+// blocking call (pthread_mutex_lock...) makes it a contention, anything else
+// — or nothing before the report — a trylock failure (pthread_mutex_trylock
+// returned EBUSY: it never sleeps). A wait is the TD_SLEEP .. TD_READY of a
+// contention, timed from the two messages' times (the controller's
+// monotonic clock when each report was drained, before any stack was read).
+// The waiter's stack, the lock's kind and its holder come with the TD_SLEEP.
 // SLEEP/READY pairs that no LOCK_TRY opened (condition variables,
 // semaphores, barriers, joins) are no lock's.
 #pragma once
@@ -21,9 +24,10 @@
 
 namespace tdctl::events {
 
-/// Where waiters called the lock: their stack below the agent's frames.
+/// Where waiters called the lock: their stack as the controller cut it (the
+/// reporting library's frames dropped, core/lock_probe.hpp).
 struct lock_call_site {
-    std::vector<stack_frame> frames;   ///< innermost first: the caller of the lock call first
+    std::vector<stack_frame> frames;   ///< innermost first: the program's call into the lock function first
     std::uint64_t contentions = 0;     ///< contentions whose TD_SLEEP had this stack
     std::uint64_t wait_ns = 0;         ///< their waits, summed
 };
@@ -32,7 +36,8 @@ struct lock_call_site {
 struct lock_stats {
     std::uint64_t address = 0;
     lock_kind kind = lock_kind::unknown;
-    std::uint64_t contentions = 0;     ///< TD_LOCK_TRY messages
+    std::uint64_t contentions = 0;     ///< TD_LOCK_TRY messages a TD_SLEEP on the lock followed (blocking calls)
+    std::uint64_t try_failures = 0;    ///< TD_LOCK_TRY messages no TD_SLEEP followed (pthread_mutex_trylock: EBUSY)
     std::uint64_t waits = 0;           ///< SLEEP..READY pairs closed in the span
     std::uint64_t wait_ns = 0;         ///< their total, ns
     std::uint64_t max_wait_ns = 0;
@@ -54,23 +59,29 @@ public:
     /// One drained message; other events than the four lock ones are ignored.
     void add(const event_message& msg);
 
-    /// The locks contended since the last clear(), most total wait first
-    /// (ties: most contentions, then lower address), each with at most
-    /// `sites_per_lock` call sites.
+    /// The locks contended (or tried in vain) since the last clear(), most
+    /// total wait first (ties: most contentions, then lower address), each
+    /// with at most `sites_per_lock` call sites. A TD_LOCK_TRY whose thread
+    /// has reported nothing since counts as a trylock failure here.
     std::vector<lock_stats> report(std::size_t sites_per_lock) const;
 
     /// Starts a new span (`locks --interval`): waits open now are kept and
-    /// count in the span where they end.
-    void clear() { locks_.clear(); }
+    /// count in the span where they end; a TD_LOCK_TRY that report() counted
+    /// as a trylock failure is not counted again.
+    void clear();
 
     /// Contentions seen since the last clear(), over every lock.
     std::uint64_t contentions() const;
+    /// Trylock failures since the last clear(), over every lock (as report()).
+    std::uint64_t try_failures() const;
 
 private:
     // A thread's contention in progress.
     struct open_wait {
         std::uint64_t lock = 0;
-        std::uint64_t sleep_ns = 0;     // 0 until its TD_SLEEP
+        bool slept = false;             // its TD_SLEEP came: a contention
+        bool reported = false;          // counted as a trylock failure by an earlier span's report
+        std::uint64_t sleep_ns = 0;
         std::vector<std::uint64_t> site;
     };
     struct site_total {
@@ -86,16 +97,14 @@ private:
     void on_lock_try(const event_message& msg);
     void on_sleep(const event_message& msg);
     void on_ready(const event_message& msg);
+    // The thread's TD_LOCK_TRY that no TD_SLEEP followed: a trylock failure.
+    void close_try(pid_t tid);
     lock_entry& entry_of(std::uint64_t lock);
 
     std::size_t site_frames_;
     std::unordered_map<std::uint64_t, lock_entry> locks_;
     std::unordered_map<pid_t, open_wait> open_;
 };
-
-/// The frames of a lock event's stack below the agent's own (its reporting
-/// function and wrappers, module libtdagent.so): the lock call's caller first.
-std::vector<stack_frame> waiter_frames(const std::vector<stack_frame>& frames);
 
 /// "mutex", "rwlock", "spin" or "unknown".
 const char* lock_kind_name(lock_kind kind);

@@ -211,10 +211,10 @@ void trace_recorder::on_wait_event(const event_message& msg, std::uint64_t ts)
     switch (msg.event) {
     case TD_LOCK_TRY:
         close_waits(st, ts);  // a lock tried while another wait is open: that one was left unseen
-        st.lock = open_wait{object, false};
-        add_mark(l, trace_mark{trace_mark::kind::begin, ts, "lock wait", std::move(args), 0, 0, std::nullopt});
+        st.tried = tried_lock{object, ts};
         break;
     case TD_SLEEP:
+        st.tried.reset();  // not this object's (begin_tried_lock_wait took a matching one)
         if (st.sleep)
             close_waits(st, ts);
         st.sleep = open_wait{object, false};
@@ -225,11 +225,25 @@ void trace_recorder::on_wait_event(const event_message& msg, std::uint64_t ts)
             st.sleep->timed_out = true;
         break;
     case TD_READY:
+        st.tried.reset();
         on_ready(st, object, ts);
         break;
     default:
         break;
     }
+}
+
+void trace_recorder::begin_tried_lock_wait(const event_message& msg)
+{
+    auto it = open_.find(msg.tid.value);
+    if (it == open_.end() || !it->second.tried || it->second.tried->object != msg.data)
+        return;
+    auto& st = it->second;
+    std::vector<trace_arg> args{trace_arg::of_pointer("object", msg.data)};
+    add_mark(model_.lifetimes[st.index],
+             trace_mark{trace_mark::kind::begin, st.tried->ts, "lock wait", std::move(args), 0, 0, std::nullopt});
+    st.lock = open_wait{msg.data, false};
+    st.tried.reset();
 }
 
 void trace_recorder::on_ready(open_state& st, std::uint64_t object, std::uint64_t ts)
@@ -264,6 +278,8 @@ void trace_recorder::on_event(const event_message& msg)
     if (msg.event == TD_DEATH && tid != 0 && lifetime_of(tid) == nullptr)
         begin_lifetime(tid, msg.name, ts, lifetime_start::first_seen, {});
     rename_if_changed(tid, msg.name, ts);
+    if (msg.event == TD_SLEEP)
+        begin_tried_lock_wait(msg);
     place_instant(msg, ts);
     if (msg.event == TD_DEATH)
         end_lifetime(tid, ts, lifetime_end::death, {});

@@ -46,7 +46,9 @@ public:
     /// lifetime, TD_DEATH ends it; every message is an instant on the
     /// reporting thread's track (else the subject's, else the process's);
     /// the agent's TD_LOCK_TRY / TD_SLEEP / TD_TIMEOUT / TD_READY become wait
-    /// slices on the waiting thread.
+    /// slices on the waiting thread. A "lock wait" slice begins at a
+    /// TD_LOCK_TRY once the thread's TD_SLEEP on that lock follows; a
+    /// TD_LOCK_TRY nothing follows so (a trylock failure) stays an instant.
     void on_event(const event_message& msg);
 
     /// The target's LWPs at `time`: lifetimes whose LWP is gone end there
@@ -73,8 +75,14 @@ private:
         std::uint64_t object = 0;
         bool timed_out = false;
     };
+    // A TD_LOCK_TRY whose TD_SLEEP has not come (yet): no slice so far.
+    struct tried_lock {
+        std::uint64_t object = 0;
+        std::uint64_t ts = 0;
+    };
     struct open_state {
         std::size_t index = 0;             // into model_.lifetimes
+        std::optional<tried_lock> tried;   // TD_LOCK_TRY, until the thread's next lock event
         std::optional<open_wait> lock;     // TD_LOCK_TRY .. TD_READY
         std::optional<open_wait> sleep;    // TD_SLEEP .. TD_READY (nested in lock when both)
     };
@@ -84,6 +92,9 @@ private:
     void end_lifetime(pid_t tid, std::uint64_t ts, lifetime_end how, std::vector<trace_arg> args);
     void close_waits(open_state& st, std::uint64_t ts);
     void on_wait_event(const event_message& msg, std::uint64_t ts);
+    /// At a TD_SLEEP, before its instant: the "lock wait" of the thread's
+    /// TD_LOCK_TRY on the same object begins, at the try's time.
+    void begin_tried_lock_wait(const event_message& msg);
     void on_ready(open_state& st, std::uint64_t object, std::uint64_t ts);
     /// The message as an instant: on the reporter's track, else the
     /// subject's, else the process's.

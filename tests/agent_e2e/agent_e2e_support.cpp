@@ -145,20 +145,12 @@ std::size_t tdctl_run::count(std::string_view event) const
         std::count_if(events.begin(), events.end(), [&](const observed_event& e) { return e.event == event; }));
 }
 
-tdctl_run run_tdctl_agent(const std::vector<std::string>& commands, const std::vector<std::string>& argv,
-                          std::chrono::milliseconds timeout, const std::vector<std::string>& extra_options)
-{
-    // JSON goes to a file of its own: the target shares tdctl's stdout.
-    test::temp_file out("tdctl-agent-e2e-json");
-    std::vector<std::string> cmd{test::tdctl_path(), "--agent", "--json", "-o", out.path()};
-    cmd.insert(cmd.end(), extra_options.begin(), extra_options.end());
-    for (const auto& c : commands) {
-        cmd.push_back("-e");
-        cmd.push_back(c);
-    }
-    cmd.push_back("--");
-    cmd.insert(cmd.end(), argv.begin(), argv.end());
+namespace {
 
+// Runs cmd (which writes its JSON to `out`) and splits the records up.
+tdctl_run run_and_parse(const std::vector<std::string>& cmd, const test::temp_file& out,
+                        std::chrono::milliseconds timeout)
+{
     tdctl_run run{test::run_command(cmd, timeout), {}, {}, {}, {}, {}};
     auto text = test::read_text_file(out.path());
     if (!text)
@@ -186,6 +178,39 @@ tdctl_run run_tdctl_agent(const std::vector<std::string>& commands, const std::v
         }
     }
     return run;
+}
+
+std::vector<std::string> with_commands(std::vector<std::string> cmd, const std::vector<std::string>& commands)
+{
+    for (const auto& c : commands) {
+        cmd.push_back("-e");
+        cmd.push_back(c);
+    }
+    return cmd;
+}
+
+}  // namespace
+
+tdctl_run run_tdctl_agent(const std::vector<std::string>& commands, const std::vector<std::string>& argv,
+                          std::chrono::milliseconds timeout, const std::vector<std::string>& extra_options)
+{
+    // JSON goes to a file of its own: the target shares tdctl's stdout.
+    test::temp_file out("tdctl-agent-e2e-json");
+    std::vector<std::string> cmd{test::tdctl_path(), "--agent", "--json", "-o", out.path()};
+    cmd.insert(cmd.end(), extra_options.begin(), extra_options.end());
+    cmd = with_commands(std::move(cmd), commands);
+    cmd.push_back("--");
+    cmd.insert(cmd.end(), argv.begin(), argv.end());
+    return run_and_parse(cmd, out, timeout);
+}
+
+tdctl_run run_tdctl_agent_attached(const std::vector<std::string>& commands, pid_t pid,
+                                   std::chrono::milliseconds timeout)
+{
+    test::temp_file out("tdctl-agent-e2e-json");
+    auto cmd = with_commands({test::tdctl_path(), "-p", std::to_string(pid), "--agent", "--json", "-o", out.path()},
+                             commands);
+    return run_and_parse(cmd, out, timeout);
 }
 
 std::vector<event_fact> as_facts(const std::vector<observed_event>& events)

@@ -91,6 +91,11 @@ tdctl_run run_tdctl_agent(const std::vector<std::string>& commands, const std::v
                           std::chrono::milliseconds timeout = 60s,
                           const std::vector<std::string>& extra_options = {});
 
+/// Runs `tdctl -p PID --agent --json <commands as -e ...>` to completion
+/// (bounded by timeout, as run_tdctl_agent): the agent is loaded by attach.
+tdctl_run run_tdctl_agent_attached(const std::vector<std::string>& commands, pid_t pid,
+                                   std::chrono::milliseconds timeout = 60s);
+
 /// tdctl's events in the record's terms. Walks them in output order: a
 /// TD_CREATE makes its data the handle of its tid (from then on: handles are
 /// reused after a reap); any data equal to a current handle becomes "@tid".

@@ -5,15 +5,21 @@
 // within 10 % of the waiters' own clock_gettime measurement around their
 // lock calls (each lock event stops the waiter for a moment, inside the
 // fixture's measurement; holds of 60 and 90 ms keep that small), the call
-// sites naming the fixture's functions, and each record's shape.
+// sites naming the fixture's functions, and each record's shape. The
+// e2e_trylock fixture (N pthread_mutex_trylock failures on a held mutex, then
+// contentions) runs launched with --agent and with the agent loaded by
+// attach: `locks` must count exactly its N failures, and every call site
+// must start with the fixture's own call into pthread (no agent frame).
 //
 // Timing: the 10 % is the acceptance bound; under heavy load a stop can
 // take milliseconds, so the holds are long to keep the test from flaking.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -205,4 +211,121 @@ TEST_CASE("locks without the agent's lock events is refused with the reason")
     CHECK(text->find("TD_NOEVENT") != std::string::npos);
     CHECK(text->find("--agent") != std::string::npos);
     CHECK_FALSE(result.status.is_success());
+}
+
+namespace {
+
+/// What e2e_trylock says about its locks.
+struct trylock_record {
+    std::map<std::string, std::uint64_t> address;  ///< lock name -> address
+    long failures = 0;                             ///< EBUSY returns on try_lock
+    long successes = 0;
+    std::map<std::string, long> waits;             ///< lock name -> contended acquisitions
+    bool ready = false;
+    bool done = false;
+};
+
+trylock_record read_trylock_record(const std::string& path)
+{
+    trylock_record r;
+    auto text = test::read_text_file(path);
+    if (!text)
+        return r;
+    std::istringstream in(*text);
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream words(line);
+        std::string kind, name;
+        words >> kind >> name;
+        if (kind == "ready")
+            r.ready = true;
+        else if (kind == "done")
+            r.done = true;
+        else if (kind == "lock") {
+            std::string addr;
+            words >> addr;
+            r.address[name] = parse_number(addr);
+        } else if (kind == "trylock")
+            words >> r.failures >> r.successes;
+        else if (kind == "wait")
+            ++r.waits[name];
+    }
+    return r;
+}
+
+/// `locks` of an e2e_trylock run against its record: try_lock's trylock
+/// failures exactly, each lock's contentions, and every call site starting
+/// with the fixture's contend_lock (file and module its own), then its
+/// callers, `depth` frames in all.
+void check_trylock_run(const tdctl_run& run, const trylock_record& want, long failures, std::size_t depth)
+{
+    REQUIRE(want.done);
+    CHECK(want.failures == failures);
+    auto reports = run.of_type("locks_report");
+    REQUIRE(reports.size() == 1);
+    CHECK(reports[0].value("try_failures", -1L) == want.failures);
+    std::map<std::uint64_t, nlohmann::json> by_address;
+    for (const auto& r : run.of_type("lock")) {
+        check_lock_record_shape(r);
+        CHECK(r.at("try_failures").is_number_unsigned());
+        by_address[parse_number(r.at("address").get<std::string>())] = r;
+    }
+    for (const auto& [name, address] : want.address) {
+        INFO("lock ", name);
+        REQUIRE(by_address.contains(address));
+        const auto& got = by_address[address];
+        CHECK(got.at("symbol").get<std::string>() == name);
+        CHECK(got.at("try_failures").get<long>() == (name == "try_lock" ? want.failures : 0L));
+        CHECK(got.at("contentions").get<long>() == want.waits.at(name));
+        CHECK(got.at("waits").get<long>() == want.waits.at(name));
+        REQUIRE(got.at("call_sites").size() == 1);
+        const auto& frames = got.at("call_sites")[0].at("frames");
+        INFO(frames.dump());
+        REQUIRE(frames.size() == depth);
+        // The program's call into pthread first: no frame of the agent's.
+        CHECK(frames[0].at("function") == "contend_lock");
+        CHECK(frames[0].at("file") == "e2e_trylock.c");
+        CHECK(frames[0].at("module") == "e2e_trylock");
+        if (depth >= 3) {
+            CHECK(frames[1].at("function") == "contend");
+            CHECK(frames[2].at("function") == "tryer");
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("locks counts trylock failures per lock; call sites start in the program (launch with --agent)")
+{
+    test::require_ptrace();
+    test::temp_file record("tdctl-trylock-record");
+    auto run = run_tdctl_agent({"locks --for 60 --bt=3"}, {fixture_path("e2e_trylock"), "--record", record.path(), "37", "5"},
+                               120s);
+    INFO(describe_run(run));
+    REQUIRE(run.result.status.is_success());
+    REQUIRE(run.exit.has_value());
+    CHECK(run.exit->value("status", -1) == 0);
+    auto want = read_trylock_record(record.path());
+    CHECK(want.successes == 5);
+    check_trylock_run(run, want, 37, 3);
+}
+
+TEST_CASE("locks counts trylock failures with the agent loaded by attach (-p PID --agent)")
+{
+    test::require_ptrace();
+    test::temp_file record("tdctl-trylock-attach");
+    auto target = test::child_process::spawn({fixture_path("e2e_trylock"), "--record", record.path(), "--wait-armed", "23", "4"});
+    // Attach once the program is past its start-up (the loader consistent).
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (!read_trylock_record(record.path()).ready && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(10ms);
+    REQUIRE(read_trylock_record(record.path()).ready);
+    auto run = run_tdctl_agent_attached({"locks --for 60 --bt=1"}, target.pid(), 120s);
+    INFO(describe_run(run));
+    REQUIRE(run.result.status.is_success());
+    auto status = target.require_exit(30s);
+    CHECK(status.is_success());
+    auto want = read_trylock_record(record.path());
+    CHECK(want.successes == 4);
+    check_trylock_run(run, want, 23, 1);
 }

@@ -1,8 +1,11 @@
-// core/lock_probe on canned stacks and a memory image: no target.
+// core/lock_probe on canned stacks, a memory image and this process's own
+// modules: no target.
 #include <doctest/doctest.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <pthread.h>
+#include <unistd.h>
 
 #include "core/lock_probe.hpp"
 #include "tests/support/image_memory.hpp"
@@ -21,7 +24,50 @@ std::vector<stack_frame> stack_of(std::initializer_list<const char*> functions)
     return frames;
 }
 
+std::uint64_t code_address(const void* f)
+{
+    return reinterpret_cast<std::uint64_t>(f);
+}
+
+// A function of the test executable itself.
+__attribute__((noinline)) int local_function(int x)
+{
+    return x + 1;
+}
+
 }  // namespace
+
+TEST_CASE("drop_reporter_frames: every frame of frame 0's module goes from the top, by address, not by name")
+{
+    auto modules = symbols::module_set::load(::getpid());
+    const std::uint64_t in_libc_0 = code_address(reinterpret_cast<const void*>(&::getpid));
+    const std::uint64_t in_libc_1 = code_address(reinterpret_cast<const void*>(&::write)) + 5;
+    const std::uint64_t in_exe = code_address(reinterpret_cast<const void*>(&local_function)) + 3;
+    const std::uint64_t in_libc_2 = code_address(reinterpret_cast<const void*>(&::fflush)) + 7;
+    REQUIRE(modules.containing(target_addr{in_libc_0}) != nullptr);
+    REQUIRE(modules.containing(target_addr{in_libc_0}) == modules.containing(target_addr{in_libc_1}));
+    REQUIRE(modules.containing(target_addr{in_exe}) == modules.main_executable());
+
+    // Names that look like the program's or like nobody's do not matter.
+    std::vector<stack_frame> frames{{target_addr{in_libc_0}, "main", 0, "", "", 0},
+                                    {target_addr{in_libc_1}, "", 0, "", "", 0},
+                                    {target_addr{in_exe}, "__tdagent_event_sleep", 0, "libtdagent.so", "", 0},
+                                    {target_addr{in_libc_2}, "fflush", 0, "libc.so.6", "", 0}};
+    core::drop_reporter_frames(frames, modules);
+    REQUIRE(frames.size() == 2);
+    CHECK(frames[0].pc.value == in_exe);
+    CHECK(frames[1].pc.value == in_libc_2);  // below the program: kept
+
+    // Frame 0 in no module: nothing is dropped.
+    std::vector<stack_frame> unknown{{target_addr{0x10}, "", 0, "", "", 0}, {target_addr{in_libc_1}, "", 0, "", "", 0}};
+    core::drop_reporter_frames(unknown, modules);
+    CHECK(unknown.size() == 2);
+
+    // A stack wholly inside the reporting module leaves nothing.
+    std::vector<stack_frame> inside{{target_addr{in_libc_0}, "", 0, "", "", 0}, {target_addr{in_libc_1}, "", 0, "", "", 0}};
+    core::drop_reporter_frames(inside, modules);
+    CHECK(inside.empty());
+}
 
 TEST_CASE("lock_kind_of: the first frame naming a lock call, past the reporting function")
 {

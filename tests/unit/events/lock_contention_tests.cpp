@@ -23,10 +23,9 @@ ev::event_message lock_message(td_event_e event, pid_t tid, double time, std::ui
         m.lock = ev::lock_kind::mutex;
     else
         m.lock_owner.reset();  // read at the SLEEP only
-    // The agent's frames first, then the caller.
-    m.frames = {ev::stack_frame{target_addr{0x7000}, "__tdagent_event_lock_try", 0, "libtdagent.so", "", 0},
-                ev::stack_frame{target_addr{0x7100}, "mutex_lock_reporting", 0x20, "libtdagent.so", "", 0},
-                ev::stack_frame{target_addr{0x4000 + static_cast<std::uint64_t>(tid)}, "caller", 4, "app", "", 0}};
+    // As the session hands it over: the agent's frames cut off (core/lock_probe).
+    m.frames = {ev::stack_frame{target_addr{0x4000 + static_cast<std::uint64_t>(tid)}, "caller", 4, "app", "", 0},
+                ev::stack_frame{target_addr{0x5000}, "main", 9, "app", "", 0}};
     return m;
 }
 
@@ -56,10 +55,11 @@ TEST_CASE("lock_contention: contentions, waits, holders, waiters and order by to
     CHECK(r[1].holders == std::map<pid_t, std::uint64_t>{{11, 1}, {12, 1}});
     CHECK(r[1].waiters == std::map<pid_t, std::uint64_t>{{11, 1}, {12, 1}});
     CHECK(r[1].kind == ev::lock_kind::mutex);
-    // Two waiters, two stacks; the agent's frames are cut off.
+    // Two waiters, two stacks, kept as they came.
     REQUIRE(r[1].call_sites.size() == 2);
-    CHECK(r[1].call_sites[0].frames.size() == 1);
+    CHECK(r[1].call_sites[0].frames.size() == 2);
     CHECK(r[1].call_sites[0].frames[0].function == "caller");
+    CHECK(r[1].try_failures == 0);
     CHECK(r[1].call_sites[0].wait_ns > r[1].call_sites[1].wait_ns);
     CHECK(c.contentions() == 3);
 }
@@ -108,4 +108,70 @@ TEST_CASE("lock_contention: a LOCK_TRY without its READY is replaced by the thre
     CHECK(r[0].address == 0x2000);
     CHECK(r[0].waits == 1);
     CHECK(r[1].waits == 0);
+    // No SLEEP followed the first try: a trylock failure, not a contention.
+    CHECK(r[1].contentions == 0);
+    CHECK(r[1].try_failures == 1);
+    CHECK(r[0].try_failures == 0);
+}
+
+TEST_CASE("lock_contention: trylock failures are the LOCK_TRYs no SLEEP followed, counted apart from contentions")
+{
+    ev::lock_contention c;
+    for (int i = 0; i < 5; ++i)
+        c.add(lock_message(TD_LOCK_TRY, 11, 1.0 + i * 0.01, 0x1000));
+    // Its last try is still open when asked: counted, and counted once.
+    CHECK(c.try_failures() == 5);
+    auto r = c.report(3);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0].try_failures == 5);
+    CHECK(r[0].contentions == 0);
+    CHECK(r[0].waits == 0);
+    CHECK(r[0].waiters.empty());
+    CHECK(r[0].call_sites.empty());
+    // A blocking lock of the same thread: the next try closes the last
+    // failure, its SLEEP makes it a contention.
+    contend(c, 11, 0x1000, 2.0, 2.010, 12);
+    r = c.report(3);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0].try_failures == 5);
+    CHECK(r[0].contentions == 1);
+    CHECK(r[0].waits == 1);
+    // A PRI_INHERIT between the try and the SLEEP does not close the try.
+    c.add(lock_message(TD_LOCK_TRY, 12, 3.0, 0x2000));
+    c.add(lock_message(TD_PRI_INHERIT, 12, 3.0, 0x2000));
+    c.add(lock_message(TD_SLEEP, 12, 3.001, 0x2000, 11));
+    c.add(lock_message(TD_READY, 12, 3.002, 0x2000));
+    // A failure followed by a condition variable's SLEEP/READY.
+    c.add(lock_message(TD_LOCK_TRY, 13, 4.0, 0x3000));
+    c.add(lock_message(TD_SLEEP, 13, 4.1, 0x4000));
+    c.add(lock_message(TD_READY, 13, 4.2, 0x4000));
+    r = c.report(3);
+    REQUIRE(r.size() == 3);
+    std::map<std::uint64_t, ev::lock_stats> by;
+    for (auto& s : r)
+        by[s.address] = s;
+    CHECK(by[0x2000].try_failures == 0);
+    CHECK(by[0x2000].contentions == 1);
+    CHECK(by[0x2000].pri_inherit == 1);
+    CHECK(by[0x3000].try_failures == 1);
+    CHECK(by[0x3000].contentions == 0);
+    CHECK_FALSE(by.contains(0x4000));
+    CHECK(c.try_failures() == 6);
+    // --top order is unchanged: by total wait, then contentions.
+    CHECK(r[0].address == 0x1000);
+    CHECK(r[2].address == 0x3000);
+}
+
+TEST_CASE("lock_contention: a try open at a report counts there, not again after clear()")
+{
+    ev::lock_contention c;
+    c.add(lock_message(TD_LOCK_TRY, 11, 1.0, 0x1000));
+    REQUIRE(c.report(3).size() == 1);
+    CHECK(c.report(3)[0].try_failures == 1);
+    c.clear();
+    c.add(lock_message(TD_LOCK_TRY, 11, 2.0, 0x1000));  // closes the reported one: not counted again
+    auto r = c.report(3);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0].try_failures == 1);
+    CHECK(c.try_failures() == 1);
 }

@@ -104,6 +104,7 @@ TEST_CASE("a reused TID gets a second lifetime; names and the create flow follow
 TEST_CASE("agent waits become nested slices, a timed-out sleep named as such")
 {
     ev::trace_recorder r(1, "p", 0.0, {{1, "p"}, {2, "w"}});
+    r.on_event(message(TD_LOCK_TRY, 2, 2, 0.05, "w", 0x777));  // a trylock failure: an instant only
     r.on_event(message(TD_LOCK_TRY, 2, 2, 0.1, "w", 0xabc));
     r.on_event(message(TD_SLEEP, 2, 2, 0.1, "w", 0xabc));
     r.on_event(message(TD_READY, 2, 2, 0.2, "w", 0xabc));
@@ -120,7 +121,11 @@ TEST_CASE("agent waits become nested slices, a timed-out sleep named as such")
         if (m.what == ev::trace_mark::kind::begin)
             begun.push_back(m.name);
     CHECK(begun == std::vector<std::string>{"thread", "lock wait", "sleep", "sleep (timed out)", "sleep"});
-    CHECK(count_kind(w, ev::trace_mark::kind::instant) == 8);
+    CHECK(count_kind(w, ev::trace_mark::kind::instant) == 9);
+    // The lock wait begins at its try, not at the sleep.
+    for (const auto& m : w.marks)
+        if (m.what == ev::trace_mark::kind::begin && m.name == "lock wait")
+            CHECK(m.ts_ns == tdctl::monotonic_ns_at(0.1));
     CHECK(w.end == ev::lifetime_end::death);
 }
 
