@@ -14,14 +14,25 @@ namespace {
 
 constexpr int max_link_map_entries = 65536;
 constexpr int max_dynamic_entries = 4096;
+constexpr std::size_t max_path_bytes = 4096;
 
+// A NUL-terminated string of at most max_path_bytes, read a page at most at
+// a time so that a string near the end of a mapping reads whole.
 std::string read_c_string(target_memory& memory, std::uint64_t address)
 {
-    if (address == 0)
-        return {};
-    std::array<char, 4096> buf{};
-    std::size_t got = memory.read(target_addr{address}, std::as_writable_bytes(std::span(buf)));
-    return std::string(buf.data(), strnlen(buf.data(), std::min(got, buf.size())));
+    std::string out;
+    while (address != 0 && out.size() < max_path_bytes) {
+        std::array<char, 256> buf{};
+        std::size_t to_page_end = 4096 - (address % 4096);
+        std::size_t want = std::min({buf.size(), to_page_end, max_path_bytes - out.size()});
+        std::size_t got = memory.read(target_addr{address}, std::as_writable_bytes(std::span(buf.data(), want)));
+        std::size_t len = strnlen(buf.data(), got);
+        out.append(buf.data(), len);
+        if (len < want)
+            break;  // the NUL, or the end of what is readable
+        address += want;
+    }
+    return out;
 }
 
 }  // namespace
