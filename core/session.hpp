@@ -110,7 +110,9 @@ public:
     /// afterwards the session is as after an attach to a process that had
     /// the agent loaded (the tdagent backend), and the calls of the modules
     /// loaded before it are routed to it through their GOT slots
-    /// (core/got_routing.hpp, journaled). Call right after attach(),
+    /// (core/got_routing.hpp, journaled), and so are those of modules the
+    /// process loads while attached (core/late_routing.hpp: the loader is
+    /// followed at r_brk until detach). Call right after attach(),
     /// every thread still stopped; returns so. Throws tdctl::error (target)
     /// with the reason on a refusal or failure (nothing left in the
     /// target), (os, EINTR) when cancel_fd became readable first.
