@@ -268,7 +268,7 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts, 
     app.add_flag("--agent", opts.agent,
                  "the full event set (lock, sleep, signal, reap...): libtdagent.so preloaded into a launch, "
                  "or, with -p, loaded into the running process (or the one it already has reused) and its "
-                 "calls routed to it");
+                 "calls routed to it, those of modules it loads later included");
     app.footer("Usage: tdctl [options] -p PID    attach to a running process\n"
                "       tdctl [options] -- PROG [ARGS...]   launch PROG under tdctl\n"
                "With no commands, a launched program is watched until it exits; an attached one gets an\n"

@@ -158,6 +158,43 @@ std::string exec_record::text() const
     return fmt::format("process {} exec'd {}; thread library: {}", pid, events::printable_name(name), backend);
 }
 
+json_record routing_record::json() const
+{
+    using core::routing_note;
+    json_record rec;
+    rec["type"] = "routing";
+    rec["pid"] = pid;
+    rec["action"] = note.what == routing_note::kind::routed     ? "routed"
+                    : note.what == routing_note::kind::unloaded ? "unloaded"
+                                                                : "not_routed";
+    rec["module"] = note.module;
+    rec["slots"] = note.slots;
+    if (note.what == routing_note::kind::routed)
+        rec["late"] = true;
+    if (note.what == routing_note::kind::unloaded)
+        rec["written_back"] = 0;
+    if (!note.detail.empty())
+        rec["reason"] = note.detail;
+    rec["time"] = events::json_seconds(time);
+    return rec;
+}
+
+std::string routing_record::text() const
+{
+    using core::routing_note;
+    switch (note.what) {
+    case routing_note::kind::routed:
+        return fmt::format("agent: routed {} slots in {} (loaded after attach)", note.slots, note.module);
+    case routing_note::kind::unloaded:
+        return fmt::format("agent: {} unloaded; its {} routed slots dropped from the journal, nothing written back "
+                           "into its range",
+                           note.module, note.slots);
+    case routing_note::kind::problem:
+        break;
+    }
+    return fmt::format("agent: {} (loaded after attach) not routed: {}", note.module, note.detail);
+}
+
 json_record continued_record::json() const
 {
     json_record rec;

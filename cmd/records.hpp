@@ -85,6 +85,17 @@ struct exec_record {
     std::string text() const;
 };
 
+/// Late routing after an attach with --agent (core::routing_note): a module
+/// loaded after the attach routed, a routed module unloaded, or a module
+/// that could not be routed.
+struct routing_record {
+    pid_t pid = 0;
+    core::routing_note note;
+    double time = 0;
+    json_record json() const;
+    std::string text() const;
+};
+
 /// `threads`: the process line above the table.
 struct process_record {
     pid_t pid = 0;

@@ -148,6 +148,9 @@ void runner::show(const session_event& ev)
     case session_event::kind::exec:
         out_.print(exec_record{session_->pid(), ev.message.name, library_of(*session_).backend, ev.message.time});
         break;
+    case session_event::kind::routing:
+        out_.print(routing_record{session_->pid(), ev.note, seconds_since_start()});
+        break;
     }
 }
 

@@ -29,7 +29,7 @@ constexpr std::string_view agent_module = "libtdagent.so";
 // Modules whose calls are not routed: libc's own calls are internal (and it
 // is where the agent forwards to), the loader calls none, the agent's go
 // to libc on purpose.
-bool is_excluded(const symbols::elf_module& m)
+bool is_excluded_here(const symbols::elf_module& m)
 {
     std::string name = m.soname();
     return name.starts_with("libc.so") || name.starts_with("ld-linux") || name.starts_with("ld64.so") ||
@@ -44,12 +44,13 @@ bool is_wrapped(std::string_view name)
     return false;
 }
 
-// Routes one module's slots; returns how many it rewrote.
-std::size_t route_module(const symbols::elf_module& m, const symbols::elf_module& agent,
-                         const symbols::elf_module* libc, change_journal& journal, target_memory& memory,
-                         routing_tally& tally)
+// Routes one module's slots; returns the slots it rewrote.
+std::vector<target_addr> route_module(const symbols::elf_module& m, const symbols::elf_module& agent,
+                                      const symbols::elf_module* libc, change_journal& journal,
+                                      target_memory& memory, const std::optional<change_guard>& guard,
+                                      routing_tally& tally)
 {
-    std::size_t routed = 0;
+    std::vector<target_addr> routed;
     for (const auto& slot : m.import_slots()) {
         if (!is_wrapped(slot.name))
             continue;
@@ -73,23 +74,55 @@ std::size_t route_module(const symbols::elf_module& m, const symbols::elf_module
             ++tally.already;
             continue;
         }
-        if (!journal.write_value(slot.address, wrapper->address.value, change_kind::got_entry)) {
+        if (!journal.write_value(slot.address, wrapper->address.value, change_kind::got_entry, guard)) {
             tally.problems.push_back(fmt::format("{}: GOT slot of {} at {:#x} not writable", m.path(), slot.name,
                                                  slot.address.value));
             continue;
         }
         log::debug("GOT {} {}@{:#x}: {:#x} -> {:#x}", m.path(), slot.name, slot.address.value, now,
                    wrapper->address.value);
-        ++routed;
+        routed.push_back(slot.address);
     }
     return routed;
+}
+
+// Routes `m` and adds what it did to the tally.
+void route_into_tally(const symbols::elf_module& m, const symbols::elf_module& agent, const symbols::elf_module* libc,
+                      change_journal& journal, target_memory& memory, const std::optional<change_guard>& guard,
+                      routing_tally& tally)
+{
+    try {
+        auto slots = route_module(m, agent, libc, journal, memory, guard, tally);
+        if (slots.empty())
+            return;
+        tally.slots += slots.size();
+        ++tally.modules;
+        tally.routed.push_back(routed_module{m.path(), m.load_bias(), std::move(slots)});
+    } catch (const std::exception& e) {
+        tally.problems.push_back(e.what());
+    }
 }
 
 }  // namespace
 
 std::span<const std::string_view> agent_wrapped_functions() { return wrapped; }
 
-routing_tally route_to_agent(const symbols::module_set& modules, change_journal& journal, target_memory& memory)
+bool is_excluded_from_routing(const symbols::elf_module& m) { return is_excluded_here(m); }
+
+void route_module_to_agent(const symbols::elf_module& m, const symbols::module_set& modules, change_journal& journal,
+                           target_memory& memory, std::optional<change_guard> guard, routing_tally& tally)
+{
+    const auto* agent = modules.find(agent_module);
+    if (agent == nullptr) {
+        tally.problems.push_back("libtdagent.so is not loaded");
+        return;
+    }
+    if (!is_excluded_here(m))
+        route_into_tally(m, *agent, modules.find("libc.so.6"), journal, memory, guard, tally);
+}
+
+routing_tally route_to_agent(const symbols::module_set& modules, change_journal& journal, target_memory& memory,
+                             const routing_guard& guard)
 {
     routing_tally tally;
     const auto* agent = modules.find(agent_module);
@@ -98,17 +131,9 @@ routing_tally route_to_agent(const symbols::module_set& modules, change_journal&
         return tally;
     }
     const auto* libc = modules.find("libc.so.6");
-    for (const auto& m : modules.modules()) {
-        if (is_excluded(*m))
-            continue;
-        try {
-            std::size_t n = route_module(*m, *agent, libc, journal, memory, tally);
-            tally.slots += n;
-            tally.modules += n > 0 ? 1 : 0;
-        } catch (const std::exception& e) {
-            tally.problems.push_back(e.what());
-        }
-    }
+    for (const auto& m : modules.modules())
+        if (!is_excluded_here(*m))
+            route_into_tally(*m, *agent, libc, journal, memory, guard ? guard(*m) : std::nullopt, tally);
     return tally;
 }
 

@@ -106,11 +106,36 @@ void session::route_calls_to_agent()
         throw error::target(fmt::format(
             "--agent: libtdagent.so is not in the target after loading it ({})",
             has_module("libtdagent.so") ? no_agent_reason_ : "no module exports __tdagent_version"));
-    routing_ = route_to_agent(modules_, process_->journal(), process_->memory());
+    // Each module's slots are guarded by its link_map entry, which the
+    // loader frees when it unloads the module.
+    auto rendezvous = find_loader_rendezvous(*this);
+    auto present = rendezvous ? read_link_map(process_->memory(), *rendezvous) : std::nullopt;
+    auto guard = [&](const symbols::elf_module& m) -> std::optional<change_guard> {
+        if (present)
+            for (const auto& entry : *present)
+                if (entry.l_addr == m.load_bias())
+                    return module_guard(entry);
+        return std::nullopt;
+    };
+    routing_ = route_to_agent(modules_, process_->journal(), process_->memory(), guard);
     for (const auto& p : routing_->problems)
         log::warning("routing to the agent: {}", p);
     log::debug("routed {} GOT slots in {} modules to the agent ({} already bound to it)", routing_->slots,
                routing_->modules, routing_->already);
+    if (!present) {
+        log::warning("the loader's list of modules cannot be read: modules loaded from now on are not routed");
+        return;
+    }
+    late_ = std::make_unique<late_routing>(*process_, modules_, *rendezvous, *present, *routing_);
+}
+
+void session::stop_late_routing()
+{
+    if (!late_)
+        return;
+    if (process_->is_alive())
+        late_->stop();
+    late_.reset();
 }
 
 agent_load_report session::load_agent(const agent_file& agent, int cancel_fd)
@@ -758,6 +783,7 @@ void session::detach()
         settle_reports();
     }
     process_->stop_all();
+    stop_late_routing();
     drain_queued_silently();
     restore_settings();
     if (reports_may_be_pending_)
@@ -783,6 +809,7 @@ void session::detach()
 void session::kill()
 {
     armed_.reset();
+    late_.reset();
     stop_events_.clear();
     process_->kill();
     held_ = false;
@@ -851,6 +878,7 @@ void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& o
         out.push_back(se);
         armed_.reset();
         stop_events_.clear();
+        late_.reset();
         held_ = false;
         lingering_ = false;
         return;
@@ -861,6 +889,13 @@ void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& o
 void session::on_breakpoint(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent)
 {
     mid_create_.erase(ev.tid.value);
+    if (late_ && late_->owns_site(ev.address)) {
+        for (auto& note : late_->at_site(ev.address))
+            if (!silent)
+                out.push_back(session_event{session_event::kind::routing, {}, 0, std::move(note)});
+        process_->resume(ev.tid);
+        return;
+    }
     auto it = site_events_.find(ev.address);
     td_event_e event = it == site_events_.end() ? TD_EVENT_NONE : it->second;
     bool is_stop = std::find(stop_events_.begin(), stop_events_.end(), event) != stop_events_.end();
@@ -910,7 +945,7 @@ void session::on_watched_report(td_event_e event, const ptrace::stop_event& ev, 
             attach_lock_owner(drained->message);
             if (event == TD_CREATE)
                 drained->message.call_site = call_site_of(ev);
-            out.push_back(session_event{session_event::kind::message, std::move(drained->message), 0});
+            out.push_back(session_event{session_event::kind::message, std::move(drained->message), 0, {}});
         }
     }
     process_->resume(ev.tid);
@@ -1010,7 +1045,7 @@ void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<sessio
     if (watch_)
         if (auto death = watch_->at_exit_stop(ev.tid, is_death_armed(), silent)) {
             attach_stack(*death, ev.tid);
-            out.push_back(session_event{session_event::kind::message, std::move(*death), 0});
+            out.push_back(session_event{session_event::kind::message, std::move(*death), 0, {}});
         }
     // Put the record back as we found it before the thread library caches it
     // for the next thread.
@@ -1029,7 +1064,7 @@ void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& 
         if (auto known = ns_tid_by_lwp_.find(ev.child); ns_pid_ && known != ns_tid_by_lwp_.end())
             ns_tid = known->second;
         if (auto death = watch_->at_exec(ev.child, ev.address, is_death_armed(), ns_tid))
-            out.push_back(session_event{session_event::kind::message, std::move(*death), 0});
+            out.push_back(session_event{session_event::kind::message, std::move(*death), 0, {}});
     }
     for (auto* a : accounting())
         if (a != nullptr)
@@ -1054,6 +1089,7 @@ std::vector<td_event_e> session::forget_image()
     lwp_by_ns_tid_.clear();
     auto armed_events = armed_ ? armed_->events : std::vector<td_event_e>{};
     armed_.reset();
+    late_.reset();   // its sites went with the image
     stop_events_.clear();
     site_events_.clear();
     files_.clear();

@@ -23,6 +23,7 @@
 #include "core/call_site.hpp"
 #include "core/event_watch.hpp"
 #include "core/got_routing.hpp"
+#include "core/late_routing.hpp"
 #include "core/lwp_usage.hpp"
 #include "core/settings_restore.hpp"
 #include "core/stats_collector.hpp"
@@ -45,10 +46,12 @@ struct session_event {
         stopped_at_event,  ///< a `stop` breakpoint was hit; the target is held (message.event, message.reporter)
         process_exited,    ///< the target is gone; `status` is the raw wait status
         exec,              ///< the target exec'd; symbols and the thread agent were re-resolved
+        routing,           ///< a module loaded or unloaded after an attach with the agent (`note`)
     };
     kind what = kind::message;
     events::event_message message;
     int status = 0;
+    routing_note note;     ///< kind::routing
 };
 
 /// td_ta_get_stats for one target (seed 000, SPEC §6).
@@ -107,7 +110,9 @@ public:
     /// afterwards the session is as after an attach to a process that had
     /// the agent loaded (the tdagent backend), and the calls of the modules
     /// loaded before it are routed to it through their GOT slots
-    /// (core/got_routing.hpp, journaled). Call right after attach(),
+    /// (core/got_routing.hpp, journaled), and so are those of modules the
+    /// process loads while attached (core/late_routing.hpp: the loader is
+    /// followed at r_brk until detach). Call right after attach(),
     /// every thread still stopped; returns so. Throws tdctl::error (target)
     /// with the reason on a refusal or failure (nothing left in the
     /// target), (os, EINTR) when cancel_fd became readable first.
@@ -352,9 +357,15 @@ private:
     // not the thread library (load_symbols).
     bool passes_by_late_agent_ = false;
     std::optional<routing_tally> routing_;
-    /// Routes the modules' calls to the agent for an attach with --agent;
-    /// throws tdctl::error (target) when the agent is not there.
+    /// Routes the modules' calls to the agent for an attach with --agent,
+    /// then follows the loader to route the modules loaded later; throws
+    /// tdctl::error (target) when the agent is not there.
     void route_calls_to_agent();
+    // Following the loader for modules loaded after an attach with --agent
+    // (core/late_routing.hpp); null otherwise.
+    std::unique_ptr<late_routing> late_;
+    /// Stops following the loader (its breakpoints out; every thread stopped).
+    void stop_late_routing();
     std::unique_ptr<thread_agent> agent_;
     std::string no_agent_reason_;
     // With agent_ (load_symbols), and gone with it: what differs between the
