@@ -228,6 +228,8 @@ void change_journal::note(target_addr address, std::span<const std::byte> origin
 {
     const bool is_new = !index_.contains(address);
     journal_slot& s = slot_for(address, value.size(), kind, guard, original, flags);
+    if (is_new)   // one line per entry (TDCTL_DEBUG): what a test compares before and after a session
+        log::debug("journal: {} {} bytes at {:#x}", change_kind_name(kind), value.size(), address.value);
     const bool was_settled = (s.flags & journal_slot::settled) != 0;
     if (marked_ && !at_mark_.contains(address))
         at_mark_[address] = is_new || was_settled ? s.original : bytes_now(address, s);

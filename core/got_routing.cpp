@@ -44,6 +44,23 @@ bool is_wrapped(std::string_view name)
     return false;
 }
 
+// The agent forwards to libc's default version of each function. A slot
+// bound to another version keeps its binding when that version is other
+// code (pthread_cond_wait@GLIBC_2.2.5, the old condition variables); one
+// bound to an alias of the same code (pthread_create@GLIBC_2.2.5: the
+// versions libpthread had, kept by libc 2.34 at the new symbol's address,
+// as in programs built against an older glibc, node) is routed.
+bool binds_other_code(const symbols::elf_module* libc, const symbols::import_slot& slot)
+{
+    if (libc == nullptr || slot.version.empty())
+        return false;
+    auto natural = libc->lookup(slot.name);
+    if (!natural || natural->version == slot.version)
+        return false;
+    auto bound = libc->lookup(fmt::format("{}@{}", slot.name, slot.version));
+    return !bound || bound->address != natural->address;
+}
+
 // Routes one module's slots; returns the slots it rewrote.
 std::vector<target_addr> route_module(const symbols::elf_module& m, const symbols::elf_module& agent,
                                       const symbols::elf_module* libc, change_journal& journal,
@@ -57,10 +74,7 @@ std::vector<target_addr> route_module(const symbols::elf_module& m, const symbol
         auto wrapper = agent.lookup(slot.name);
         if (!wrapper)
             continue;
-        // The agent forwards to libc's default version; a module bound to
-        // another one (pthread_cond_wait@GLIBC_2.2.5) keeps its binding.
-        auto natural = libc != nullptr ? libc->lookup(slot.name) : std::nullopt;
-        if (!slot.version.empty() && natural && natural->version != slot.version) {
+        if (binds_other_code(libc, slot)) {
             ++tally.other_version;
             continue;
         }

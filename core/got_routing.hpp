@@ -37,7 +37,7 @@ struct routing_tally {
     std::size_t modules = 0;        ///< modules with at least one slot routed
     std::size_t slots = 0;          ///< slots rewritten (journaled)
     std::size_t already = 0;        ///< slots that held the wrapper already (bound to a preloaded agent)
-    std::size_t other_version = 0;  ///< slots bound to an older symbol version than the wrapper forwards to
+    std::size_t other_version = 0;  ///< slots bound to other code than the wrapper forwards to (an older symbol version)
     std::vector<std::string> problems;  ///< one line per module or slot that could not be routed
     std::vector<routed_module> routed;  ///< per module with at least one slot routed
 };
@@ -48,8 +48,10 @@ using routing_guard = std::function<std::optional<change_guard>(const symbols::e
 /// Points every import slot of agent_wrapped_functions() in every module of
 /// `modules` except libc, the dynamic loader and the agent itself at the
 /// agent's wrapper (its .dynsym address), journaling each write. A slot
-/// whose needed version is not libc's default one for that name (the old
-/// pthread_cond_* ABI) is left alone. The target must be held. Never throws:
+/// whose needed version is not libc's default one for that name and is
+/// other code (the old pthread_cond_* ABI) is left alone; one whose version
+/// is an alias of the default (pthread_create@GLIBC_2.2.5, same address in
+/// libc since 2.34) is routed. The target must be held. Never throws:
 /// what cannot be done is listed in problems. `guard`, when given, names
 /// each module's journal guard (its slots are put back only while it holds).
 routing_tally route_to_agent(const symbols::module_set& modules, change_journal& journal, target_memory& memory,
