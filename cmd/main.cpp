@@ -220,7 +220,7 @@ struct cli_options {
     std::string pid_text;                  ///< -p as given
     pid_t pid = 0;                         ///< -p, checked; 0 for a launch
     std::vector<std::string> program;      ///< the program to launch and its arguments
-    bool json = false, batch = false, interactive = false, debug = false, agent = false;
+    bool json = false, batch = false, interactive = false, debug = false, agent = false, follow_loads = false;
     std::string output_path;               ///< -o; empty for stdout
     std::string trace_path;                ///< --trace; empty for none
     std::string trace_format_text = "perfetto";   ///< --trace-format as given
@@ -268,7 +268,10 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts, 
     app.add_flag("--agent", opts.agent,
                  "the full event set (lock, sleep, signal, reap...): libtdagent.so preloaded into a launch, "
                  "or, with -p, loaded into the running process (or the one it already has reused) and its "
-                 "calls routed to it, those of modules it loads later included");
+                 "calls routed to it");
+    app.add_flag("--follow-loads", opts.follow_loads,
+                 "with -p PID --agent: also route the modules the process loads while attached (a trap byte "
+                 "at the loader's r_brk: were tdctl SIGKILLed, the target could die at its next dlopen)");
     app.footer("Usage: tdctl [options] -p PID    attach to a running process\n"
                "       tdctl [options] -- PROG [ARGS...]   launch PROG under tdctl\n"
                "With no commands, a launched program is watched until it exits; an attached one gets an\n"
@@ -323,6 +326,8 @@ std::optional<int> check_command_line(cli_options& opts, const early_options& ea
     opts.trace_format = *format;
     if (opts.trace_path.empty() && opts.trace_format_text != "perfetto")
         return usage_error(early, "--trace-format needs --trace FILE");
+    if (opts.follow_loads && (!opts.agent || opts.pid == 0))
+        return usage_error(early, "--follow-loads needs -p PID --agent");
     return std::nullopt;
 }
 
@@ -369,7 +374,7 @@ std::optional<ptrace::launch_options> launch_options_for(const cli_options& opts
 // `-p PID --agent`: loads libtdagent.so into the attached process (or finds
 // it there); false after an error record when it is refused or fails (the
 // session's detach then leaves the target as it was).
-bool load_agent_by_attach(core::session& session, cmd::output& out, cmd::signal_source& signals)
+bool load_agent_by_attach(core::session& session, cmd::output& out, cmd::signal_source& signals, bool follow_loads)
 {
     auto path = find_agent_library();
     if (!path) {
@@ -378,7 +383,7 @@ bool load_agent_by_attach(core::session& session, cmd::output& out, cmd::signal_
         return false;
     }
     try {
-        auto report = session.load_agent(core::agent_file::read(*path), signals.fd());
+        auto report = session.load_agent(core::agent_file::read(*path), signals.fd(), follow_loads);
         events::json_record rec{{"type", "agent"}, {"pid", session.pid()}, {"action", report.reused ? "reused" : "loaded"},
                                 {"version", report.version}};
         if (report.reused) {
@@ -411,7 +416,7 @@ std::expected<std::unique_ptr<core::session>, int> start_session(const cli_optio
     try {
         if (!opts.launched()) {
             auto session = core::session::attach(opts.pid, signals.fd(), opts.agent);
-            if (opts.agent && !load_agent_by_attach(*session, out, signals))
+            if (opts.agent && !load_agent_by_attach(*session, out, signals, opts.follow_loads))
                 return std::unexpected(exit_failed);
             return session;
         }

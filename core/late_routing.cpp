@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/log.hpp"
+#include "core/held_target.hpp"
 
 namespace tdctl::core {
 
@@ -177,18 +178,7 @@ std::vector<routing_note> late_routing::route_pending()
         return notes;
     // Every thread held: the slots change under no running caller, and the
     // sites go with no thread between trap and report.
-    process_.stop_all();
-    struct release_guard {
-        ptrace::traced_process& p;
-        ~release_guard()
-        {
-            try {
-                p.release_all();
-            } catch (const std::exception& e) {
-                log::warning("the target could not be let run on after routing: {}", e.what());
-            }
-        }
-    } guard{process_};
+    held_target held(process_, "after routing");
     remove_init_sites();
     auto mapped = symbols::module_set::load(process_.pid());
     for (auto& [bias, p] : pending_) {

@@ -14,6 +14,7 @@
 #include "base/clock.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
+#include "core/held_target.hpp"
 #include "core/lock_probe.hpp"
 #include "events/event_names.hpp"
 #include "events/event_set.hpp"
@@ -100,7 +101,7 @@ void session::load_symbols()
     log::debug("thread library: {}", agent_ ? agent_->backend() : no_agent_reason_);
 }
 
-void session::route_calls_to_agent()
+void session::route_calls_to_agent(bool follow_loads)
 {
     if (!agent_ || agent_->backend() != "tdagent")
         throw error::target(fmt::format(
@@ -122,6 +123,9 @@ void session::route_calls_to_agent()
         log::warning("routing to the agent: {}", p);
     log::debug("routed {} GOT slots in {} modules to the agent ({} already bound to it)", routing_->slots,
                routing_->modules, routing_->already);
+    // Following the loader takes a trap byte at r_brk: only when asked.
+    if (!follow_loads)
+        return;
     if (!present) {
         log::warning("the loader's list of modules cannot be read: modules loaded from now on are not routed");
         return;
@@ -138,7 +142,7 @@ void session::stop_late_routing()
     late_.reset();
 }
 
-agent_load_report session::load_agent(const agent_file& agent, int cancel_fd)
+agent_load_report session::load_agent(const agent_file& agent, int cancel_fd, bool follow_loads)
 {
     std::vector<session_event> unseen;
     auto others = [&](const ptrace::stop_event& ev) { handle(ev, unseen, true); };
@@ -147,7 +151,7 @@ agent_load_report session::load_agent(const agent_file& agent, int cancel_fd)
         load_symbols();   // from here on the session is as at an attach that found the agent loaded
     // Calls between modules loaded before the agent reach it through their
     // GOT slots, rewritten (and journaled) here.
-    route_calls_to_agent();
+    route_calls_to_agent(follow_loads);
     return report;
 }
 
@@ -513,18 +517,7 @@ td_status session::arm(const std::vector<td_event_e>& events)
 
     // Edits below must not race threads being born: hold the target. The
     // guard runs while an error may be on its way out: it must not throw.
-    process_->stop_all();
-    struct release_guard {
-        ptrace::traced_process& p;
-        ~release_guard()
-        {
-            try {
-                p.release_all();
-            } catch (const std::exception& e) {
-                log::warning("the target could not be let run on after arming: {}", e.what());
-            }
-        }
-    } guard{*process_};
+    held_target held(*process_, "after arming");
 
     will_write_settings();
     if (auto global = agent_->global_mask(); !global)

@@ -110,13 +110,14 @@ public:
     /// afterwards the session is as after an attach to a process that had
     /// the agent loaded (the tdagent backend), and the calls of the modules
     /// loaded before it are routed to it through their GOT slots
-    /// (core/got_routing.hpp, journaled), and so are those of modules the
-    /// process loads while attached (core/late_routing.hpp: the loader is
-    /// followed at r_brk until detach). Call right after attach(),
+    /// (core/got_routing.hpp, journaled); with `follow_loads`, so are those
+    /// of modules the process loads while attached (core/late_routing.hpp:
+    /// the loader is followed with a trap byte at r_brk until detach, which
+    /// a SIGKILL of tdctl can leave behind). Call right after attach(),
     /// every thread still stopped; returns so. Throws tdctl::error (target)
     /// with the reason on a refusal or failure (nothing left in the
     /// target), (os, EINTR) when cancel_fd became readable first.
-    agent_load_report load_agent(const agent_file& agent, int cancel_fd = -1);
+    agent_load_report load_agent(const agent_file& agent, int cancel_fd = -1, bool follow_loads = false);
     const symbols::module_set& modules() const { return modules_; }
 
     /// The thread agent, or nullptr when the target has no thread library
@@ -358,9 +359,9 @@ private:
     bool passes_by_late_agent_ = false;
     std::optional<routing_tally> routing_;
     /// Routes the modules' calls to the agent for an attach with --agent,
-    /// then follows the loader to route the modules loaded later; throws
-    /// tdctl::error (target) when the agent is not there.
-    void route_calls_to_agent();
+    /// then, with `follow_loads`, follows the loader to route the modules
+    /// loaded later; throws tdctl::error (target) when the agent is not there.
+    void route_calls_to_agent(bool follow_loads);
     // Following the loader for modules loaded after an attach with --agent
     // (core/late_routing.hpp); null otherwise.
     std::unique_ptr<late_routing> late_;

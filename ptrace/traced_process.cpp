@@ -416,17 +416,31 @@ void traced_process::run_to(target_addr where, const char* what)
 
 // ---------------------------------------------------------------- breakpoints
 
-const breakpoint_site& traced_process::add_breakpoint(target_addr addr, std::uint64_t function_size)
+namespace {
+
+// Inserts the site `make()` builds at addr unless one is there, and counts
+// one more reason for it. Sites: traced_process's map of site entries.
+template <class Sites, class Make>
+const breakpoint_site& add_site(Sites& sites, target_addr addr, Make make, target_memory& memory,
+                                change_journal& journal)
 {
-    auto it = sites_.find(addr);
-    if (it == sites_.end()) {
-        auto site = std::make_unique<breakpoint_site>(addr, function_size);
-        site->insert(*memory_, *journal_);
+    auto it = sites.find(addr);
+    if (it == sites.end()) {
+        std::unique_ptr<breakpoint_site> site = make();
+        site->insert(memory, journal);
         log::debug("breakpoint {}", site->describe());
-        it = sites_.emplace(addr, site_entry{std::move(site), 0}).first;
+        it = sites.emplace(addr, typename Sites::mapped_type{std::move(site), 0}).first;
     }
     ++it->second.reasons;
     return *it->second.site;
+}
+
+}  // namespace
+
+const breakpoint_site& traced_process::add_breakpoint(target_addr addr, std::uint64_t function_size)
+{
+    return add_site(
+        sites_, addr, [&] { return std::make_unique<breakpoint_site>(addr, function_size); }, *memory_, *journal_);
 }
 
 void traced_process::remove_breakpoint(target_addr addr)
@@ -493,15 +507,8 @@ void traced_process::reinsert_withdrawn_sites()
 
 const breakpoint_site& traced_process::add_signal_site(target_addr addr, stop_flag flag)
 {
-    auto it = sites_.find(addr);
-    if (it == sites_.end()) {
-        auto site = std::make_unique<breakpoint_site>(addr, flag);
-        site->insert(*memory_, *journal_);
-        log::debug("breakpoint {}", site->describe());
-        it = sites_.emplace(addr, site_entry{std::move(site), 0}).first;
-    }
-    ++it->second.reasons;
-    return *it->second.site;
+    return add_site(
+        sites_, addr, [&] { return std::make_unique<breakpoint_site>(addr, flag); }, *memory_, *journal_);
 }
 
 const breakpoint_site* traced_process::site_at(target_addr addr) const

@@ -93,7 +93,9 @@ std::vector<memory_span> snapshot(pid_t pid)
         if (s)
             out.push_back({s->name, s->address.value, test::read_proc_mem(pid, s->address.value, 16)});
     }
-    for (const char* name : {"__tdagent_threads_events", "__tdagent_unknown_thread"}) {
+    // The global mask, the unknown threads' record, and the per-event stop
+    // flags (a signal-stop site's byte).
+    for (const char* name : {"__tdagent_threads_events", "__tdagent_unknown_thread", "__tdagent_stop_signals"}) {
         auto s = agent->lookup(name);
         REQUIRE_MESSAGE(s.has_value(), name);
         out.push_back({name, s->address.value, test::read_proc_mem(pid, s->address.value, std::max<std::size_t>(s->size, 8))});

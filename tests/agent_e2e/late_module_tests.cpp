@@ -112,7 +112,7 @@ class attached_tdctl {
 public:
     explicit attached_tdctl(pid_t pid)
         : process_(test::child_process::spawn(
-              {test::tdctl_path(), "--json", "--batch", "-p", std::to_string(pid), "--agent"}))
+              {test::tdctl_path(), "--json", "--batch", "-p", std::to_string(pid), "--agent", "--follow-loads"}))
     {
         wait_for([](const nlohmann::json& r) { return r.value("type", "") == "agent"; }, "the agent record");
     }
