@@ -34,6 +34,7 @@ void stats_collector::start_window(const std::vector<tid_t>& lwps)
     reported_ = {};
     // The window opens before the first reading and each reading is at or
     // after it, so no LWP is charged more CPU than the time it was counted.
+    process_cpu0_ns_ = files_->process_cpu_ns();
     t0_ns_ = monotonic_ns();
     for (tid_t t : lwps)
         if (auto st = files_->schedstat(t))
@@ -135,6 +136,10 @@ stats_collector::sums stats_collector::current(const std::vector<tid_t>& lwps)
             s.wait_ns += st->wait_ns - it->second.wait_ns;
         }
     }
+    // The process clock also counts what LWPs spent after their exit stop.
+    if (process_cpu0_ns_)
+        if (auto cpu = files_->process_cpu_ns(); cpu && *cpu >= *process_cpu0_ns_)
+            s.cpu_ns = *cpu - *process_cpu0_ns_;
     // Read after every sample: each LWP's alive time covers its CPU time.
     std::uint64_t now = monotonic_ns();
     for (tid_t t : lwps)

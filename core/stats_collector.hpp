@@ -2,10 +2,13 @@
 // exact time integrals of the kernel's per-task accounting
 // (/proc/PID/task/TID/schedstat: ns on a CPU, ns waiting on a run queue),
 // sampled at enable/reset, at each LWP's birth (clone stop) and death (exit
-// stop, while the task can still be read), and when asked.
+// stop, while the task can still be read), and when asked. Time on a CPU is
+// the process's CPU-time clock where it can be read: it also holds what each
+// LWP spends after its exit stop, which no file shows.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -76,6 +79,7 @@ private:
     procfs::task_files* files_;
     bool enabled_ = false;
     std::uint64_t t0_ns_ = 0;
+    std::optional<std::uint64_t> process_cpu0_ns_;  // the process CPU-time clock at t0
     std::unordered_map<tid_t, base> live_;
     sums dead_;       // LWPs that died inside the window
     sums frozen_;     // the window as it was when gathering was turned off

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -228,6 +229,15 @@ std::optional<schedstat_info> parse_schedstat(std::string_view text)
 std::optional<schedstat_info> read_task_schedstat(pid_t pid, tid_t tid)
 {
     return parse_file<schedstat_info>(fmt::format("/proc/{}/task/{}/schedstat", pid, tid.value), parse_schedstat);
+}
+
+std::optional<std::uint64_t> process_cpu_ns(pid_t pid)
+{
+    clockid_t clock{};
+    timespec ts{};
+    if (::clock_getcpuclockid(pid, &clock) != 0 || ::clock_gettime(clock, &ts) != 0)
+        return std::nullopt;
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 std::optional<io_info> parse_io(std::string_view text)

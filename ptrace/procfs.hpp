@@ -87,6 +87,11 @@ struct schedstat_info {
 std::optional<schedstat_info> parse_schedstat(std::string_view text);
 std::optional<schedstat_info> read_task_schedstat(pid_t pid, tid_t tid);
 
+/// CPU time of the whole process `pid` (every thread, alive or ended), ns,
+/// from its CPU-time clock (clock_getcpuclockid(3); no file, no permission
+/// beyond seeing the PID); std::nullopt when it is gone.
+std::optional<std::uint64_t> process_cpu_ns(pid_t pid);
+
 /// /proc/PID/task/TID/io (bytes; the task's own counters).
 struct io_info {
     std::uint64_t read_bytes = 0;   ///< bytes fetched from storage

@@ -108,6 +108,11 @@ std::string task_files::comm(tid_t tid)
     return *text;
 }
 
+std::optional<std::uint64_t> task_files::process_cpu_ns() const
+{
+    return procfs::process_cpu_ns(pid_);
+}
+
 void task_files::forget(tid_t tid)
 {
     auto it = fds_.find(tid);

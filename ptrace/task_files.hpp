@@ -35,6 +35,10 @@ public:
     std::optional<schedstat_info> schedstat(tid_t tid);
     /// comm without the newline; "" when the task is gone.
     std::string comm(tid_t tid);
+    /// The whole process's CPU time, ns: every thread's, the ended ones' up
+    /// to their very end (the kernel's process CPU-time clock,
+    /// clock_getcpuclockid(3)); std::nullopt when the process is gone.
+    std::optional<std::uint64_t> process_cpu_ns() const;
 
     /// Closes a task's files (it exited; its TID may be reused).
     void forget(tid_t tid);

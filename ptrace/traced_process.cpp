@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstring>
 #include <elf.h>
+#include <linux/kcmp.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -632,6 +633,15 @@ void traced_process::on_unknown_task(tid_t tid, wait_status ws)
         early_stops_.erase(tid);
         ptrace_call(PTRACE_CONT, tid, nullptr, nullptr);
     } else if (ws.is_stop()) {
+        auto st = procfs::read_status(tid.value);
+        if (st && st->tgid != pid_) {
+            // A new process (fork, vfork, clone without CLONE_THREAD): never
+            // ours to keep. Let go of it now, whether or not its parent's
+            // event is still to come (then its wait finds no such child).
+            let_go_new_process(tid, !shares_memory_with_target(tid));
+            early_stops_.erase(tid);
+            return;
+        }
         // A new clone whose first stop came before its parent's clone event.
         early_stops_.insert_or_assign(tid, ws);
     } else {
@@ -934,9 +944,10 @@ std::optional<std::pair<std::uint64_t, target_addr>> traced_process::read_clone_
 std::optional<stop_event> traced_process::on_clone(task& parent)
 {
     hold_stopped(parent);
-    unsigned long msg = 0;
-    ptrace_call(PTRACE_GETEVENTMSG, parent.tid, nullptr, &msg);
-    tid_t child{static_cast<pid_t>(msg)};
+    auto new_tid = read_new_tid(parent);
+    if (!new_tid)
+        return std::nullopt;
+    tid_t child = *new_tid;
 
     // Is it a thread of this process, and what is its thread pointer? Both
     // come from what the parent asked of clone: no register read of the child.
@@ -976,15 +987,35 @@ std::optional<stop_event> traced_process::on_clone(task& parent)
 void traced_process::on_fork(task& parent, bool is_vfork)
 {
     hold_stopped(parent);
-    unsigned long msg = 0;
-    ptrace_call(PTRACE_GETEVENTMSG, parent.tid, nullptr, &msg);
-    tid_t child{static_cast<pid_t>(msg)};
+    auto new_tid = read_new_tid(parent);
+    if (!new_tid)
+        return;
+    tid_t child = *new_tid;
     if (auto first = wait_first_stop(child); first && first->is_stop()) {
         // A vfork child shares our memory: its bytes are the parent's and must stay.
         let_go_new_process(child, !is_vfork);
         log::debug("{} child {} detached", is_vfork ? "vfork" : "fork", child.value);
     }
     restart_if_free(parent);
+}
+
+std::optional<tid_t> traced_process::read_new_tid(task& parent)
+{
+    unsigned long msg = 0;
+    if (ptrace_call(PTRACE_GETEVENTMSG, parent.tid, nullptr, &msg) == 0 && msg > 0)
+        return tid_t{static_cast<pid_t>(msg)};
+    // A SIGKILL (the group's exit, another thread's exec) took the parent out
+    // of its event stop: it is no longer stopped and its next status is its
+    // exit. The new task, if any, is met as a stranger (on_unknown_task);
+    // waiting for "TID 0" would take any child's status.
+    log::debug("task {}: its clone/fork event has gone (parent killed)", parent.tid.value);
+    parent.stopped = false;
+    return std::nullopt;
+}
+
+bool traced_process::shares_memory_with_target(tid_t other) const
+{
+    return ::syscall(SYS_kcmp, pid_, other.value, KCMP_VM, 0, 0) == 0;
 }
 
 void traced_process::let_go_new_process(tid_t child, bool has_own_memory)

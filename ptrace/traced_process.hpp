@@ -284,6 +284,13 @@ private:
     /// Detaches a new process (fork, vfork, clone without CLONE_THREAD); one
     /// with its own copy of our memory gets the original bytes back first.
     void let_go_new_process(tid_t child, bool has_own_memory);
+    /// The new task's TID from the parent's clone/fork event stop
+    /// (PTRACE_GETEVENTMSG); std::nullopt when a SIGKILL took the parent out
+    /// of that stop (then it is marked running: its exit comes next).
+    std::optional<tid_t> read_new_tid(task& parent);
+    /// Whether task `other` uses the target's address space (kcmp(2)
+    /// KCMP_VM); false when that cannot be told.
+    bool shares_memory_with_target(tid_t other) const;
 
     // ---- run control
     void restart(task& t);

@@ -112,11 +112,15 @@ void waiter::wait_ready(int timeout_ms, int wake_fd)
 
 std::optional<wait_status> waiter::wait_for(tid_t tid)
 {
+    if (tid.value <= 0)
+        return std::nullopt;  // waitpid(0 or -N) would take another task's status
     return take_status(tid.value, 0).status;
 }
 
 taken_status waiter::try_wait(tid_t tid)
 {
+    if (tid.value <= 0)
+        return taken_status{{}, std::nullopt, true};
     return take_status(tid.value, WNOHANG);
 }
 

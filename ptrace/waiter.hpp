@@ -51,7 +51,8 @@ public:
 
     /// waitpid(tid, __WALL|WNOHANG): tid's status if it has one now, never
     /// blocking. EINTR is retried; throws tdctl::error (os) on other errors
-    /// than ECHILD (reported as no_child).
+    /// than ECHILD (reported as no_child, as is a tid <= 0: never a
+    /// waitpid(0), which would take any child's status).
     taken_status try_wait(tid_t tid);
 
     /// waitpid(-1, __WALL|WNOHANG): any child's status if one has one now,

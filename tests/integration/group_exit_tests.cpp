@@ -9,6 +9,7 @@
 #include <csignal>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/integration/integration_support.hpp"
 
@@ -64,6 +65,27 @@ TEST_SUITE("regressions")
             auto status = tdctl.wait_exit(tdctl_bound);
             REQUIRE_MESSAGE(status.has_value(), "tdctl hung; stderr: ", tdctl.stderr_text());
             CHECK_MESSAGE(status->exit_code() == 5, status->describe(), "; stderr: ", tdctl.stderr_text());
+        }
+    }
+
+    TEST_CASE("exec from a thread while others create threads, tdctl short of CPU: 100 launches, none hangs")
+    {
+        // Regression: a clone event whose parent the exec killed before tdctl
+        // read the new TID (PTRACE_GETEVENTMSG failed) was taken as "TID 0",
+        // and waitpid(0) took another thread's exit stop, never resumed: the
+        // exec waited for that thread forever. The window is tdctl being
+        // descheduled between the wait and the read, so two busy loops
+        // compete with it for the CPU (1 hang in ~30 launches before the fix).
+        require_ptrace();
+        std::vector<child_process> hogs;
+        for (int i = 0; i < 2; ++i)
+            hogs.push_back(child_process::spawn({"/bin/sh", "-c", "while :; do :; done"}));
+        for (int round = 0; round < 100; ++round) {
+            INFO("round ", round);
+            auto tdctl = child_process::spawn({tdctl_path(), "--", GROUP_EXIT_TARGET, "exec", "0.1"});
+            auto status = tdctl.wait_exit(tdctl_bound);
+            REQUIRE_MESSAGE(status.has_value(), "tdctl hung; stderr: ", tdctl.stderr_text());
+            REQUIRE_MESSAGE(status->exit_code() == 5, status->describe(), "; stderr: ", tdctl.stderr_text());
         }
     }
 

@@ -292,7 +292,11 @@ TEST_CASE("session API: 1000 rounds of get_stats, rusage_collect and lwp_info wh
     double got_ns = static_cast<double>(final_stats->averages.a_concurrency.num);
     INFO(fmt::format("process utime+stime grew {} ticks = {:.0f} ns; a_concurrency_num {:.0f} ns", ticks1 - ticks0,
                      proc_ns, got_ns));
-    CHECK(std::abs(got_ns - proc_ns) <= 0.10 * proc_ns + 4.0 * ns_per_s / static_cast<double>(hz));
+    // Both count to the very end of each thread (the process's CPU-time clock;
+    // utime+stime in whole ticks, so a tick or two either way). The exit
+    // stop's schedstat, used before, missed each thread's exit path: 62 ms of
+    // 190 on a loaded host.
+    CHECK(std::abs(got_ns - proc_ns) <= 0.05 * proc_ns + 3.0 * ns_per_s / static_cast<double>(hz));
 }
 
 }  // namespace

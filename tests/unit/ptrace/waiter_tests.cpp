@@ -123,3 +123,27 @@ TEST_CASE("try_wait takes one task's status without blocking, and says when ther
     CHECK_FALSE(reaped.status.has_value());
     CHECK(reaped.no_child);
 }
+
+TEST_CASE("waiting for TID 0 (a clone event read after its parent was killed) takes no other task's status")
+{
+    // Regression: a clone event whose PTRACE_GETEVENTMSG failed gave TID 0,
+    // and waitpid(0) took another thread's exit stop, which was then never
+    // resumed: the exec waiting for that thread hung with it.
+    waiter w;
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0)
+        ::_exit(6);
+    siginfo_t info{};
+    REQUIRE(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT) == 0);  // its status is waiting
+
+    auto none = w.try_wait(tdctl::tid_t{0});
+    CHECK_FALSE(none.status.has_value());
+    CHECK(none.no_child);
+    CHECK_FALSE(w.wait_for(tdctl::tid_t{0}).has_value());
+    CHECK_FALSE(w.wait_for(tdctl::tid_t{-1}).has_value());
+
+    auto mine = w.try_wait(tdctl::tid_t{child});   // still there for its own TID
+    REQUIRE(mine.status.has_value());
+    CHECK(mine.status->exit_code() == 6);
+}
