@@ -633,17 +633,10 @@ void traced_process::on_unknown_task(tid_t tid, wait_status ws)
         early_stops_.erase(tid);
         ptrace_call(PTRACE_CONT, tid, nullptr, nullptr);
     } else if (ws.is_stop()) {
-        auto st = procfs::read_status(tid.value);
-        if (st && st->tgid != pid_) {
-            // A new process (fork, vfork, clone without CLONE_THREAD): never
-            // ours to keep. Let go of it now, whether or not its parent's
-            // event is still to come (then its wait finds no such child).
-            let_go_new_process(tid, !shares_memory_with_target(tid));
-            early_stops_.erase(tid);
-            return;
-        }
         // A new clone whose first stop came before its parent's clone event.
         early_stops_.insert_or_assign(tid, ws);
+        if (parent_events_lost_)
+            let_go_orphan_processes();
     } else {
         early_stops_.erase(tid);  // it has gone
     }
@@ -1010,7 +1003,26 @@ std::optional<tid_t> traced_process::read_new_tid(task& parent)
     // waiting for "TID 0" would take any child's status.
     log::debug("task {}: its clone/fork event has gone (parent killed)", parent.tid.value);
     parent.stopped = false;
+    parent_events_lost_ = true;
+    let_go_orphan_processes();
     return std::nullopt;
+}
+
+void traced_process::let_go_orphan_processes()
+{
+    // A new process (fork, vfork, clone without CLONE_THREAD) is never ours
+    // to keep; one whose parent's event is lost would stay stopped. Whether
+    // its parent's event is still to come or not, it goes now (a later wait
+    // for it finds no such child).
+    for (auto it = early_stops_.begin(); it != early_stops_.end();) {
+        auto st = procfs::read_status(it->first.value);
+        if (st && st->tgid != pid_) {
+            let_go_new_process(it->first, !shares_memory_with_target(it->first));
+            it = early_stops_.erase(it);
+        } else {
+            ++it;
+        }
+    }
 }
 
 bool traced_process::shares_memory_with_target(tid_t other) const

@@ -291,6 +291,10 @@ private:
     /// Whether task `other` uses the target's address space (kcmp(2)
     /// KCMP_VM); false when that cannot be told.
     bool shares_memory_with_target(tid_t other) const;
+    /// Lets go of every early-stopped task that is not a thread of the
+    /// target (/proc/TID/status Tgid). Only once a parent's event was lost
+    /// (parent_events_lost_): it costs a file read per early stop.
+    void let_go_orphan_processes();
 
     // ---- run control
     void restart(task& t);
@@ -353,6 +357,9 @@ private:
     };
     std::map<target_addr, site_entry> sites_;
     std::deque<stop_event> queue_;
+    // A clone/fork event was lost to a SIGKILL of its parent: new tasks met
+    // early may be processes nobody will claim.
+    bool parent_events_lost_ = false;
     int hold_depth_ = 0;
     int cancel_fd_ = -1;   // readable: give up waiting (attach only)
     target_addr run_to_reached_;  // where the last run_to() stopped the leader
