@@ -7,8 +7,10 @@
 #include <cxxabi.h>
 #include <unordered_map>
 
+#include <elf.h>
 #include <elfutils/libdwfl.h>
 #include <fmt/format.h>
+#include <libelf.h>
 
 #include "base/error.hpp"
 #include "ptrace/procfs.hpp"
@@ -42,6 +44,41 @@ const Dwfl_Callbacks proc_callbacks = {
     &debuginfo_path,
 };
 
+// The ELF header of an x86_64 file and nothing else: what libdwfl needs to
+// open the frame unwinder of the machine (register count, ABI CFI, the
+// frame-pointer fallback). Kept with the unwinder, which outlives its Dwfl.
+struct machine_header {
+    alignas(8) Elf64_Ehdr ehdr{};
+    Elf* elf = nullptr;
+
+    machine_header()
+    {
+        std::memcpy(ehdr.e_ident, ELFMAG, SELFMAG);
+        ehdr.e_ident[EI_CLASS] = ELFCLASS64;
+        ehdr.e_ident[EI_DATA] = ELFDATA2LSB;
+        ehdr.e_ident[EI_VERSION] = EV_CURRENT;
+        ehdr.e_type = ET_CORE;
+        ehdr.e_machine = EM_X86_64;
+        ehdr.e_version = EV_CURRENT;
+        ehdr.e_ehsize = sizeof ehdr;
+    }
+    ~machine_header()
+    {
+        if (elf != nullptr)
+            elf_end(elf);
+    }
+    machine_header(const machine_header&) = delete;
+    machine_header& operator=(const machine_header&) = delete;
+
+    /// The header as a libelf descriptor (nullptr when libelf refuses it).
+    Elf* open()
+    {
+        if (elf == nullptr && elf_version(EV_CURRENT) != EV_NONE)
+            elf = elf_memory(reinterpret_cast<char*>(&ehdr), sizeof ehdr);
+        return elf;
+    }
+};
+
 constexpr std::uint64_t page_size = 4096;
 // Stack pages kept for one unwind: a deep stack touches a few.
 constexpr std::size_t cached_pages = 16;
@@ -61,6 +98,7 @@ struct unwinder::impl {
     pid_t pid;
     target_memory& mem;
     const symbols::module_set* modules;
+    machine_header machine;   // declared before dwfl: destroyed after it
     Dwfl* dwfl = nullptr;
     bool attached = false;
     std::string maps;   // /proc/PID/maps as last reported to libdwfl
@@ -212,7 +250,15 @@ std::expected<bool, std::string> unwinder::impl::report_modules()
     maps = std::move(*text);
     names.clear();
     if (!attached) {
-        if (!dwfl_attach_state(dwfl, nullptr, pid, &thread_callbacks, this))
+        // Given no ELF, libdwfl would borrow the first module's backend, and
+        // free it with that module when a later report drops or resizes it
+        // (node remaps its executable for every isolate): the next unwind
+        // would read freed memory (an assertion in state_alloc). Given one,
+        // libdwfl opens a backend of its own, kept until dwfl_end.
+        Elf* elf = machine.open();
+        if (elf == nullptr)
+            return std::unexpected(std::string("cannot unwind: ") + elf_errmsg(-1));
+        if (!dwfl_attach_state(dwfl, elf, pid, &thread_callbacks, this))
             return std::unexpected(std::string("cannot unwind: ") + dwfl_errmsg(-1));
         attached = true;
     }
