@@ -10,6 +10,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -94,6 +95,18 @@ std::optional<std::string> read_target_string(target_memory& mem, target_addr at
 }
 
 }  // namespace
+
+int hijack_rank(long syscall_number, std::uint64_t futex_op, bool restartable, bool pc_in_libc)
+{
+    if (syscall_number == -1)
+        return pc_in_libc ? 4 : 2;
+    if (!restartable)
+        return 5;
+    if (syscall_number != SYS_futex)
+        return 0;
+    constexpr std::uint64_t command_mask = ~std::uint64_t{FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME};
+    return (futex_op & command_mask) == FUTEX_WAIT_BITSET ? 1 : 3;
+}
 
 std::optional<int> seccomp_mode_of(std::string_view text)
 {
@@ -294,12 +307,9 @@ void injection::wait_until_consistent()
 
 tid_t injection::choose_thread()
 {
-    // Best: a thread blocked in a system call the kernel restarts (read,
-    // poll, nanosleep...), other than a futex wait: it holds no lock of libc
-    // that pthread_create may need (a thread stopped in user code may be
-    // inside malloc with its arena locked, and would then wait for itself).
-    // Then one in user code, then a futex wait, then anything else. Among
-    // equals, the newest thread (highest TID).
+    // The thread least likely to hold a lock of libc that pthread_create
+    // needs (hijack_rank); among equals, the newest (highest TID).
+    const auto* libc = modules_.find(libc_module);
     tid_t best{};
     int best_rank = 99;
     for (tid_t tid : process_.tids()) {
@@ -308,8 +318,9 @@ tid_t injection::choose_thread()
         auto state = ptrace::thread_state::read(tid);
         if (!state)
             continue;
-        bool futex = state->general().syscall_number() == SYS_futex;
-        int rank = state->in_restartable_syscall() ? (futex ? 2 : 0) : state->in_user_code() ? 1 : 3;
+        const auto& regs = state->general();
+        bool in_libc = libc != nullptr && modules_.containing(regs.pc()) == libc;
+        int rank = hijack_rank(regs.syscall_number(), regs.arg1(), state->in_restartable_syscall(), in_libc);
         if (rank <= best_rank)
             best = tid, best_rank = rank;
     }

@@ -66,6 +66,20 @@ struct agent_load_report {
 agent_load_report load_agent(ptrace::traced_process& process, const symbols::module_set& modules,
                              const agent_file& agent, const ptrace::other_stop_handler& others, int cancel_fd = -1);
 
+/// How fit a stopped thread is to make the load's libc calls (pthread_create
+/// takes malloc's and the dynamic loader's locks), 0 best:
+///   0  blocked in a system call the kernel restarts, other than futex;
+///   1  in a futex wait of FUTEX_WAIT_BITSET (glibc's condition variable,
+///      semaphore, join and timed lock waits: nothing of libc held asleep);
+///   2  in user code outside libc;
+///   3  in another futex wait (a lock of libc's own, maybe inside malloc);
+///   4  in user code inside libc (maybe in malloc with its arena locked:
+///      pthread_create would wait for the thread itself, as seen on node);
+///   5  anything else (a system call that returns EINTR).
+/// `syscall_number` is orig_rax (-1 in user code), `futex_op` the futex
+/// call's second argument, `restartable` rax holding an -ERESTART* code.
+int hijack_rank(long syscall_number, std::uint64_t futex_op, bool restartable, bool pc_in_libc);
+
 /// The `Seccomp:` mode in the text of /proc/PID/task/TID/status (0 none,
 /// 1 strict, 2 filter); std::nullopt when the field is absent.
 std::optional<int> seccomp_mode_of(std::string_view status_text);

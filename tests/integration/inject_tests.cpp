@@ -20,6 +20,8 @@
 #include <iterator>
 
 #include <dirent.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/agent_loader.hpp"
@@ -184,6 +186,48 @@ TEST_CASE("every thread in a system call: the hijacked one has its call restarte
         CHECK(c.wakes == before.wakes + 1);
         CHECK(memfd_descriptors(target.pid()) == 0);
     }
+}
+
+TEST_CASE("the load's calls run on a thread asleep in a condition variable, never on one inside malloc")
+{
+    // Regression (node, 3 loads in 25): the thread chosen was the newest in
+    // user code, stopped inside malloc with its arena locked; the
+    // pthread_create made on it waited for that lock, held by itself, until
+    // the 30 s limit, and the thread stayed inside the call.
+    require_attach();
+    for (int round = 0; round < 10; ++round) {
+        CAPTURE(round);
+        child_process target = child_process::spawn({fixture_path("hijack_target")});
+        int pid = 0, mallocer = 0, waiter = 0;
+        std::string ready = target.require_line(10000ms);
+        REQUIRE_MESSAGE(std::sscanf(ready.c_str(), "ready %d %d %d", &pid, &mallocer, &waiter) == 3, ready);
+        tdctl_run run = attach_with_agent(target.pid());
+        REQUIRE_MESSAGE(run.result.status.is_success(), run.describe());
+        std::smatch m;
+        std::string text = run.result.out + run.result.err;
+        REQUIRE_MESSAGE(std::regex_search(text, m, std::regex(R"(loaded into process \d+ in [0-9.]+ ms \(thread (\d+) ran)")),
+                        run.describe());
+        int hijacked = std::stoi(m[1].str());
+        CHECK(hijacked != mallocer);
+        CHECK((hijacked == waiter || hijacked == pid));   // both asleep in a futex wait of glibc's
+        require_untraced(target.pid());
+        CHECK(memfd_descriptors(target.pid()) == 0);
+    }
+}
+
+TEST_CASE("hijack_rank: a restartable system call, then glibc's waits, then user code outside libc")
+{
+    using tdctl::core::hijack_rank;
+    constexpr long user = -1;
+    const std::uint64_t cond_wait = FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME;   // 0x189
+    const std::uint64_t lock_wait = FUTEX_WAIT | FUTEX_PRIVATE_FLAG;                                 // 0x80
+    CHECK(hijack_rank(SYS_read, 0, true, true) == 0);
+    CHECK(hijack_rank(SYS_futex, cond_wait, true, true) == 1);
+    CHECK(hijack_rank(SYS_futex, FUTEX_WAIT_BITSET, true, true) == 1);
+    CHECK(hijack_rank(user, 0, false, false) == 2);
+    CHECK(hijack_rank(SYS_futex, lock_wait, true, true) == 3);
+    CHECK(hijack_rank(user, 0, false, true) == 4);       // maybe inside malloc
+    CHECK(hijack_rank(SYS_epoll_wait, 0, false, true) == 5);   // returns EINTR, not restarted
 }
 
 TEST_CASE("queued signals sent while tdctl loads the agent are each delivered once")
