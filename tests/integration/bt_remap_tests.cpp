@@ -22,14 +22,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-bool has_function(const json& frames, std::string_view name)
-{
-    for (const auto& f : frames)
-        if (f["function"].is_string() && f["function"].get<std::string>() == name)
-            return true;
-    return false;
-}
-
 // The unnamed executable mappings of /proc/PID/maps, as [start, end).
 std::vector<std::pair<std::uint64_t, std::uint64_t>> anonymous_code(pid_t pid)
 {

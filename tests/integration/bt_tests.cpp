@@ -18,14 +18,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-bool has_function(const json& frames, std::string_view name)
-{
-    for (const auto& f : frames)
-        if (f["function"].is_string() && f["function"].get<std::string>() == name)
-            return true;
-    return false;
-}
-
 // gdb's `thread apply all bt`: per LWP, frame number -> pc (gdb leaves a
 // pc out at the start of a line, and stops at main).
 std::map<pid_t, std::map<std::size_t, std::uint64_t>> gdb_caller_pcs(const std::string& text)

@@ -78,14 +78,6 @@ std::unique_ptr<started> start_deadlock(const std::vector<std::string>& args)
     return std::make_unique<started>(args);
 }
 
-bool has_function(const json& frames, std::string_view name)
-{
-    for (const auto& f : frames)
-        if (f["function"].is_string() && f["function"].get<std::string>() == name)
-            return true;
-    return false;
-}
-
 // "202 0x..." of /proc/PID/task/TID/syscall: the futex word the task waits
 // on; "219 0x..." (restart_syscall) for a timed wait restarted after a stop,
 // where the first argument shown is still the futex word.

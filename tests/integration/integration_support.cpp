@@ -195,6 +195,14 @@ std::string multiset_difference(const std::multiset<pid_t>& expected, const std:
                        list(missing), list(extra));
 }
 
+bool has_function(const json& frames, std::string_view name)
+{
+    for (const auto& f : frames)
+        if (f["function"].is_string() && f["function"].get<std::string>() == name)
+            return true;
+    return false;
+}
+
 std::string malformed_thread_events(const std::vector<json>& events)
 {
     std::string problems;

@@ -70,6 +70,10 @@ std::string multiset_difference(const std::multiset<pid_t>& expected, const std:
 /// handle as data). Empty when all are fine; else a description.
 std::string malformed_thread_events(const std::vector<json>& events);
 
+/// Whether a JSON `frames` array (a stack of an event or of `bt`) has a
+/// frame whose `function` is exactly `name`.
+bool has_function(const json& frames, std::string_view name);
+
 /// The path of a program found on PATH; nullopt when it is not installed.
 std::optional<std::string> find_program(const std::string& name);
 
