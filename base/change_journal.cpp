@@ -279,6 +279,51 @@ void change_journal::free_slot(std::uint32_t index)
     free_.push_back(index);
 }
 
+change_journal::bytes_state change_journal::compare_to_ours(const journal_slot& s, std::span<const std::byte> now)
+{
+    bool differs = false;
+    for (std::size_t i = 0; i < s.length; ++i) {
+        if (now[i] == s.original[i])
+            continue;
+        if (now[i] != s.written[i] && now[i] != s.previous[i])
+            return bytes_state::not_ours;
+        differs = true;
+    }
+    return differs ? bytes_state::ours : bytes_state::original;
+}
+
+std::optional<change_guard> change_journal::guard_of(target_addr address) const
+{
+    auto it = index_.find(address);
+    if (it == index_.end())
+        return std::nullopt;
+    const journal_slot& s = storage_->slots()[it->second];
+    if ((s.flags & journal_slot::settled) != 0 || s.guard_length == 0)
+        return std::nullopt;
+    change_guard g;
+    g.address = target_addr{s.guard_address};
+    g.length = s.guard_length;
+    g.value = s.guard_value;
+    return g;
+}
+
+std::vector<std::byte> change_journal::put_back_bytes(target_addr address, std::span<const std::byte> now,
+                                                      std::span<const std::byte> guard_now) const
+{
+    auto it = index_.find(address);
+    if (it == index_.end())
+        return {};
+    const journal_slot& s = storage_->slots()[it->second];
+    if ((s.flags & journal_slot::settled) != 0 || s.kind == change_kind::code || now.size() != s.length)
+        return {};
+    if (s.guard_length > 0 &&
+        (guard_now.size() != s.guard_length || !std::equal(guard_now.begin(), guard_now.end(), s.guard_value.begin())))
+        return {};
+    if (compare_to_ours(s, now) != bytes_state::ours)
+        return {};
+    return std::vector<std::byte>(s.original.begin(), s.original.begin() + s.length);
+}
+
 restore_tally change_journal::restore_slot(journal_slot& s, target_memory& memory, std::size_t length)
 {
     restore_tally t;
@@ -297,19 +342,10 @@ restore_tally change_journal::restore_slot(journal_slot& s, target_memory& memor
         ++t.failed;
         return t;
     }
-    bool differs = false;
-    for (std::size_t i = 0; i < s.length; ++i) {
-        if (cur[i] == s.original[i])
-            continue;
-        if (cur[i] != s.written[i] && cur[i] != s.previous[i]) {
-            ++t.left;  // someone else wrote here since: not ours to undo
-            return t;
-        }
-        differs = true;
-    }
-    if (!differs) {
-        ++t.unchanged;
-        return t;
+    switch (compare_to_ours(s, cur)) {
+    case bytes_state::original: ++t.unchanged; return t;
+    case bytes_state::not_ours: ++t.left; return t;  // someone else wrote here since: not ours to undo
+    case bytes_state::ours: break;
     }
     // Lowest address first, byte by byte where code is concerned: a thread
     // running through it meets either the patch or the original, never a mix

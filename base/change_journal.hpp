@@ -213,6 +213,20 @@ public:
     /// and the next write starts a new change. Nothing for an address not
     /// journaled or already settled.
     restore_tally settle(target_addr address, bool put_back);
+    /// The guard of the active entry at `address` (where it lies, how long,
+    /// the value it must hold); std::nullopt when the entry is unknown,
+    /// settled or unguarded.
+    std::optional<change_guard> guard_of(target_addr address) const;
+    /// For a caller that batches its own reads and writes (a report's one
+    /// read and one write): the bytes restore() would write back at
+    /// `address`, given what the target holds there now (`now`) and at the
+    /// entry's guard (`guard_now`, read at guard_of()->address; empty when
+    /// unguarded). Empty when restore() would write nothing: the entry is
+    /// unknown, settled or code, the guard fails, the bytes are the
+    /// original, or someone else wrote them. The caller writes, then
+    /// settle(address, false).
+    std::vector<std::byte> put_back_bytes(target_addr address, std::span<const std::byte> now,
+                                          std::span<const std::byte> guard_now) const;
     /// True when `address` is journaled and its change is not over (not
     /// settled, not restored).
     bool is_active(target_addr address) const;
@@ -258,6 +272,9 @@ public:
     static restore_tally restore_abandoned(journal_storage& storage, target_memory& memory, bool first_pass = false);
 
 private:
+    /// What the bytes at an entry hold, against what it records.
+    enum class bytes_state { original, ours, not_ours };
+    static bytes_state compare_to_ours(const journal_slot& s, std::span<const std::byte> now);
     journal_slot& slot_for(target_addr address, std::size_t length, change_kind kind,
                            const std::optional<change_guard>& guard, std::span<const std::byte> original,
                            std::uint8_t flags);

@@ -104,9 +104,16 @@ std::optional<call_site_reader::cfa_rule> call_site_reader::cfa_of(std::uint64_t
 std::optional<target_addr> call_site_reader::read(const ptrace::registers& regs, target_addr site,
                                                    target_memory& mem)
 {
-    const std::uint64_t sp = regs.sp().value;
     std::array<std::byte, stack_window> stack{};
     const std::size_t got = mem.read(regs.sp(), stack);
+    return read_from(regs, site, std::span<const std::byte>(stack.data(), got));
+}
+
+std::optional<target_addr> call_site_reader::read_from(const ptrace::registers& regs, target_addr site,
+                                                       std::span<const std::byte> stack)
+{
+    const std::uint64_t sp = regs.sp().value;
+    const std::size_t got = stack.size();
     auto word = [&](std::uint64_t addr) -> std::optional<std::uint64_t> {
         if (addr < sp || addr + 8 > sp + got)
             return std::nullopt;

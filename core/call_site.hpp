@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <unordered_map>
 
 #include "base/target_memory.hpp"
@@ -33,6 +34,13 @@ public:
     /// cannot be stepped over (no CFI, a CFA not relative to sp, unreadable
     /// stack).
     std::optional<target_addr> read(const ptrace::registers& regs, target_addr site, target_memory& mem);
+    /// read() from a stack already read: `stack` holds the bytes from sp up
+    /// (at most stack_window of them; fewer where the stack ends).
+    std::optional<target_addr> read_from(const ptrace::registers& regs, target_addr site,
+                                         std::span<const std::byte> stack);
+
+    /// Stack read per report, bytes (the frames stepped over fit easily).
+    static constexpr std::size_t stack_window = 2048;
 
     /// The modules changed (an exec): every cached module and rule is dropped.
     void reset();
@@ -54,8 +62,6 @@ private:
     std::unordered_map<std::uint64_t, std::optional<cfa_rule>> offsets_;
     // At most this many frames inside the thread library are stepped over.
     static constexpr int max_library_frames = 6;
-    // Stack read per report, bytes (the frames stepped over fit easily).
-    static constexpr std::size_t stack_window = 2048;
 };
 
 }  // namespace tdctl::core

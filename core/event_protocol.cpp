@@ -225,30 +225,87 @@ td_result<event_buffer> event_protocol::consume_field_by_field(target_addr handl
 
 td_result<event_buffer> event_protocol::consume(target_addr handle, bool with_start_routine)
 {
+    return consume(handle, with_start_routine, consume_extras{});
+}
+
+void event_protocol::finish_extras(target_addr handle, const consume_extras& extras, event_buffer& b)
+{
+    if (!extras.reads.empty()) {
+        std::size_t want = 0;
+        for (const auto& r : extras.reads)
+            want += r.second.size();
+        b.extras_read = target_.memory().read_many(extras.reads) == want;
+    }
+    if (extras.flag == consume_extras::flag_change::keep)
+        return;
+    auto tid = read_tid(handle);
+    if (!tid || *tid != extras.record_tid)
+        return;
+    if (extras.flag == consume_extras::flag_change::enable) {
+        if (journal_ != nullptr)
+            journal_->settle(handle + layout_.report_events.offset, false);
+        b.flag_changed = static_cast<bool>(write_report_events(handle, true, extras.record_tid));
+    } else if (journal_ != nullptr) {
+        journal_->settle(handle + layout_.report_events.offset, true);
+        b.flag_changed = true;
+    }
+}
+
+td_result<event_buffer> event_protocol::consume(target_addr handle, bool with_start_routine,
+                                                const consume_extras& extras)
+{
     const db_field& num = layout_.eventnum;
     const db_field& data = layout_.eventdata;
     const std::uint32_t next_bytes = layout_.nextevent.element_bytes();
     std::uint32_t lo = std::min(num.offset, data.offset);
     std::uint32_t hi = std::max(num.offset + num.element_bytes(), data.offset + data.element_bytes());
-    if (hi - lo > 32 || num.element_bytes() > 8 || data.element_bytes() > 8 || next_bytes == 0 || next_bytes > 8)
-        return consume_field_by_field(handle, with_start_routine);
+    const bool flag_change = extras.flag != consume_extras::flag_change::keep;
+    const std::uint32_t tid_bytes = flag_change ? layout_.tid.element_bytes() : 0;
+    const std::uint32_t flag_bytes = flag_change ? layout_.report_events.element_bytes() : 0;
+    if (hi - lo > 32 || num.element_bytes() > 8 || data.element_bytes() > 8 || next_bytes == 0 || next_bytes > 8 ||
+        extras.reads.size() > 2 || (flag_change && (tid_bytes == 0 || tid_bytes > 8 || flag_bytes == 0 || flag_bytes > 8))) {
+        auto b = consume_field_by_field(handle, with_start_routine);
+        if (b)
+            finish_extras(handle, extras, *b);
+        return b;
+    }
     // The span from eventnum to eventdata (with whatever padding lies
-    // between, written back unchanged), the link, and the list head.
+    // between, written back unchanged), the link, and the list head; for a
+    // flag change the record's tid (its guard) and flag; then the extras.
     std::array<std::byte, 32> span{};
-    std::uint64_t next = 0, head = 0, start = 0;
+    std::uint64_t next = 0, head = 0, start = 0, tid = 0;
+    std::array<std::byte, 8> flag_now{};
     const db_field& routine = layout_.start_routine;
     const std::uint32_t start_bytes =
         with_start_routine && routine.is_valid() && routine.element_bytes() <= 8 ? routine.element_bytes() : 0;
-    std::array<std::pair<target_addr, std::span<std::byte>>, 4> ranges{{
-        {handle + lo, std::span(span.data(), hi - lo)},
-        {handle + layout_.nextevent.offset, std::as_writable_bytes(std::span(&next, 1)).first(next_bytes)},
-        {layout_.last_event, std::as_writable_bytes(std::span(&head, 1)).first(next_bytes)},
-        {handle + routine.offset, std::as_writable_bytes(std::span(&start, 1)).first(start_bytes)},
-    }};
-    const std::size_t nranges = start_bytes != 0 ? 4 : 3;
-    if (target_.memory().read_many(std::span(ranges.data(), nranges)) != (hi - lo) + 2 * next_bytes + start_bytes)
-        return td_fail(TD_DBERR);
+    const target_addr tid_at = handle + layout_.tid.offset;
+    const target_addr flag_at = handle + layout_.report_events.offset;
+    std::array<std::pair<target_addr, std::span<std::byte>>, 8> ranges{};
+    std::size_t nranges = 0;
+    ranges[nranges++] = {handle + lo, std::span(span.data(), hi - lo)};
+    ranges[nranges++] = {handle + layout_.nextevent.offset,
+                         std::as_writable_bytes(std::span(&next, 1)).first(next_bytes)};
+    ranges[nranges++] = {layout_.last_event, std::as_writable_bytes(std::span(&head, 1)).first(next_bytes)};
+    if (start_bytes != 0)
+        ranges[nranges++] = {handle + routine.offset, std::as_writable_bytes(std::span(&start, 1)).first(start_bytes)};
+    if (flag_change) {
+        ranges[nranges++] = {tid_at, std::as_writable_bytes(std::span(&tid, 1)).first(tid_bytes)};
+        ranges[nranges++] = {flag_at, std::span(flag_now.data(), flag_bytes)};
+    }
+    const std::size_t nfixed = nranges;
+    const std::size_t fixed_want = (hi - lo) + 2 * next_bytes + start_bytes + tid_bytes + flag_bytes;
+    std::size_t extra_want = 0;
+    for (const auto& r : extras.reads) {
+        ranges[nranges++] = r;
+        extra_want += r.second.size();
+    }
+    // One process_vm_readv for all of it; the extras (a stack window) may
+    // run into unmapped memory, then the record's part is read again alone.
     event_buffer b;
+    std::size_t got = target_.memory().read_many(std::span(ranges.data(), nranges));
+    b.extras_read = extra_want != 0 && got == fixed_want + extra_want;
+    if (got != fixed_want + extra_want && target_.memory().read_many(std::span(ranges.data(), nfixed)) != fixed_want)
+        return td_fail(TD_DBERR);
     std::uint64_t v = 0;
     std::memcpy(&v, span.data() + (num.offset - lo), num.element_bytes());
     b.eventnum = static_cast<td_event_e>(static_cast<std::uint32_t>(v));
@@ -259,8 +316,8 @@ td_result<event_buffer> event_protocol::consume(target_addr handle, bool with_st
     // The writes, in this order, with one call where the memory allows:
     // the emptied buffer; then, at the head (the usual case when every
     // message is drained at its stop), the head taken off and its link
-    // cleared. Elsewhere on the list, unlink() walks it.
-    std::array<std::pair<target_addr, std::span<const std::byte>>, 3> writes;
+    // cleared; then the flag. Elsewhere on the list, unlink() walks it.
+    std::array<std::pair<target_addr, std::span<const std::byte>>, 4> writes;
     std::size_t nwrites = 0;
     if (!b.is_empty() || b.eventdata != 0) {
         std::memset(span.data() + (num.offset - lo), 0, num.element_bytes());
@@ -275,8 +332,39 @@ td_result<event_buffer> event_protocol::consume(target_addr handle, bool with_st
             writes[nwrites++] = {handle + layout_.nextevent.offset,
                                  std::as_bytes(std::span(&zero, 1)).first(next_bytes)};
     }
+    const bool tid_matches =
+        flag_change && static_cast<std::int32_t>(static_cast<std::uint32_t>(tid)) == extras.record_tid;
+    static constexpr std::uint64_t one = 1;
+    std::vector<std::byte> original;
+    bool settle_after = false;
+    if (tid_matches && extras.flag == consume_extras::flag_change::enable) {
+        // Journaled before it is written; a record reused from an ended
+        // thread starts a new change whose original is the record's own.
+        auto on = std::as_bytes(std::span(&one, 1)).first(flag_bytes);
+        if (journal_ != nullptr) {
+            journal_->settle(flag_at, false);
+            journal_->note(flag_at, std::span(flag_now.data(), flag_bytes), on, change_kind::thread_enable,
+                           change_guard::on(tid_at, extras.record_tid));
+        }
+        writes[nwrites++] = {flag_at, on};
+    } else if (tid_matches && journal_ != nullptr && journal_->is_active(flag_at)) {
+        // put_back: only with the guard the journal holds for the entry.
+        auto guard = journal_->guard_of(flag_at);
+        if (!guard || (guard->address == tid_at && guard->length == tid_bytes)) {
+            std::span<const std::byte> guard_now;
+            if (guard)
+                guard_now = std::as_bytes(std::span(&tid, 1)).first(tid_bytes);
+            original = journal_->put_back_bytes(flag_at, std::span(flag_now.data(), flag_bytes), guard_now);
+            if (!original.empty())
+                writes[nwrites++] = {flag_at, std::span<const std::byte>(original)};
+            settle_after = true;
+        }
+    }
     if (nwrites != 0 && !target_.memory().write_many(std::span(writes.data(), nwrites)))
         return td_fail(TD_DBERR);
+    if (settle_after)
+        journal_->settle(flag_at, false);
+    b.flag_changed = tid_matches && (extras.flag == consume_extras::flag_change::enable || settle_after);
     if (!at_head && (head != 0 || next != 0))
         if (auto r = unlink(handle); !r)
             return td_fail(r.error());

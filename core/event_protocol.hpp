@@ -84,7 +84,30 @@ struct event_buffer {
     /// The record's start routine, when consume() was asked for it (null
     /// otherwise, or when the library publishes none).
     target_addr start_routine;
+    /// consume() with consume_extras: the extra reads all came in full.
+    bool extras_read = false;
+    /// consume() with consume_extras: the flag change was written (and
+    /// journaled); false when the record's tid was not the one expected.
+    bool flag_changed = false;
     bool is_empty() const { return eventnum == TD_EVENT_NONE; }
+};
+
+/// What one consume() also does in its one read and one write of the target
+/// (the per-report path: no system call of its own for any of it).
+struct consume_extras {
+    /// What becomes of the record's enable flag (report_events).
+    enum class flag_change {
+        keep,      ///< left alone
+        enable,    ///< turned on, journaled: a new thread at its TD_CREATE (it has not run yet)
+        put_back,  ///< its journaled original back, the entry settled: a thread at its TD_DEATH
+    };
+    /// Ranges read after the record's, in the same call (a stack window);
+    /// at most two. event_buffer::extras_read tells whether they came whole.
+    std::span<const std::pair<target_addr, std::span<std::byte>>> reads;
+    flag_change flag = flag_change::keep;
+    /// The value the record's tid field must hold for the flag change (the
+    /// thread's TID as the target sees it, its namespace TID).
+    std::int32_t record_tid = 0;
 };
 
 class event_protocol {
@@ -141,6 +164,11 @@ public:
     /// usually two writes. Returns the buffer as it was. With
     /// `with_start_routine`, the record's start routine comes in the same read.
     td_result<event_buffer> consume(target_addr handle, bool with_start_routine = false);
+    /// consume() that also reads `extras.reads` and changes the record's
+    /// enable flag in the same two calls (the flag's tid guard and current
+    /// value come in the read). With a layout whose buffer does not fit one
+    /// read, the same work is done with more calls.
+    td_result<event_buffer> consume(target_addr handle, bool with_start_routine, const consume_extras& extras);
 
     /// Removes handle from the buffered-message list wherever it is, and
     /// clears its link. Not finding it is not an error (the link is cleared
@@ -166,6 +194,8 @@ public:
 private:
     /// consume() for a layout whose buffer fields do not fit its one read.
     td_result<event_buffer> consume_field_by_field(target_addr handle, bool with_start_routine);
+    /// consume_extras done with calls of their own (the field-by-field path).
+    void finish_extras(target_addr handle, const consume_extras& extras, event_buffer& b);
     /// Ends the list at `link` (the head variable or a record's nextevent):
     /// the record it points to can no longer be read.
     td_status cut_unmapped(target_addr link);

@@ -58,15 +58,20 @@ events::event_message event_watch::message_of(td_event_e event, tid_t reporter, 
 }
 
 std::optional<drained_message> event_watch::at_reporting_address(td_event_e event, tid_t reporter,
-                                                                 std::uint64_t arg0)
+                                                                 std::uint64_t arg0, const extras_for_subject& extras)
 {
     message_subject subject = backend_.subject_of(event, reporter, arg0);
     if (subject.handle.is_null())
         return from_list(event, reporter);
     if (event == TD_DEATH && subject.lwp == reporter)
         death_reported_.insert(subject.lwp);
-    auto buf = agent_.protocol().consume(subject.handle, event == TD_CREATE);
+    auto buf = extras ? agent_.protocol().consume(subject.handle, event == TD_CREATE, extras(subject))
+                      : agent_.protocol().consume(subject.handle, event == TD_CREATE);
     drained_message d;
+    if (buf) {
+        d.extras_read = buf->extras_read;
+        d.flag_changed = buf->flag_changed;
+    }
     d.message = message_of(event, reporter, subject, "", target_.foreign_ns_tid(subject.lwp),
                            subject.lwp.value ? target_.thread_name(subject.lwp) : std::string());
     if (buf && buf->eventnum == event)

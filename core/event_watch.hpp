@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 #include <thread_db.h>
 
 #include "base/types.hpp"
+#include "core/event_protocol.hpp"
 #include "core/thread_backend.hpp"
 #include "events/event_message.hpp"
 
@@ -30,7 +32,13 @@ struct drained_message {
     /// For TD_CREATE read from the new thread's own record: that record (a
     /// thread to enable when the backend enables at the create report).
     target_addr newborn;
+    /// What the consume did with the caller's extras (consume_extras).
+    bool extras_read = false;
+    bool flag_changed = false;
 };
+
+/// The extras one report's consume carries, chosen once its subject is known.
+using extras_for_subject = std::function<consume_extras(const message_subject&)>;
 
 class event_watch {
 public:
@@ -46,7 +54,9 @@ public:
     /// record the backend names (or, when it names none — the thread was
     /// created before the attach — the head of the library's list).
     /// std::nullopt when there is no message to take.
-    std::optional<drained_message> at_reporting_address(td_event_e event, tid_t reporter, std::uint64_t arg0);
+    /// `extras` (optional) adds reads and a flag change to the consume.
+    std::optional<drained_message> at_reporting_address(td_event_e event, tid_t reporter, std::uint64_t arg0,
+                                                        const extras_for_subject& extras = {});
 
     /// `lwp` is in its exit stop. While TD_DEATH is armed (`death_armed`), a
     /// thread that reports events but never reached the reporting address

@@ -90,8 +90,9 @@ bool find_variables(target_access& target, const std::string& module, protocol_l
             break;
         }
     }
-    // pthread_setconcurrency's level: a local symbol, in libc's debug file.
-    l.concurrency_level = variable(target, module, "__concurrency_level");
+    // pthread_setconcurrency's level is a local symbol, only in libc's debug
+    // file: looked up when statistics are read (td_ta_get_stats), not here,
+    // where reading that file's symbol table was most of an attach's fixed cost.
     return true;
 }
 
@@ -131,7 +132,7 @@ namespace {
 
 // A new thread is enabled at its clone stop; glibc copies the creator's mask into it.
 constexpr backend_traits nptl_traits{.enable_on_birth = birth_enable::at_clone_stop,
-    .child_copies_creator_mask = true, .nthreads_symbol = "__nptl_nthreads", .concurrency_symbol = "__concurrency_level"};
+    .child_copies_creator_mask = true, .death_report_is_last = true, .nthreads_symbol = "__nptl_nthreads", .concurrency_symbol = "__concurrency_level"};
 
 class nptl_backend final : public thread_backend {
 public:

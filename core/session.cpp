@@ -371,6 +371,7 @@ void session::attach_lock_owner(events::event_message& msg)
 void session::will_write_settings()
 {
     reports_may_be_pending_ = true;
+    ++report_epoch_;
 }
 
 void session::restore_settings()
@@ -488,6 +489,8 @@ void session::remove_sites(const std::vector<td_event_e>& events)
 {
     if (!agent_ || !process_->is_alive())
         return;
+    if (std::find(events.begin(), events.end(), TD_CREATE) != events.end())
+        enable_pending_births();
     for (td_event_e e : events) {
         if (auto addr = agent_->reporting_address_of(e)) {
             process_->remove_breakpoint(addr->address);
@@ -495,6 +498,14 @@ void session::remove_sites(const std::vector<td_event_e>& events)
                 site_events_.erase(addr->address);
         }
     }
+}
+
+void session::enable_newborn(target_addr handle, std::int32_t record_tid)
+{
+    if ((!armed_ && stop_events_.empty()) || settling_ || !agent_ || handle.is_null())
+        return;
+    reports_may_be_pending_ = true;
+    (void)agent_->protocol().write_report_events(handle, true, record_tid);
 }
 
 void session::enable_thread_for_watch(target_addr handle, std::optional<std::int32_t> record_tid)
@@ -586,6 +597,7 @@ void session::disarm()
     }
     auto state = std::move(*armed_);
     armed_.reset();
+    births_at_report_.clear();  // a later arm enables every listed thread
     remove_sites(state.events);
     if (state.follow_create)
         remove_sites({TD_CREATE});
@@ -606,6 +618,7 @@ void session::settle_reports()
     if (!agent_ || !process_->is_alive())
         return;
     settling_ = true;
+    births_at_report_.clear();  // nothing is newly enabled from here on
     std::unordered_map<pid_t, std::uint64_t> cpu_before;
     for (tid_t lwp : process_->tids())
         if (auto ss = files_.schedstat(lwp))
@@ -849,6 +862,8 @@ void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& o
         on_thread_exiting(ev, out, silent);
         return;
     case stop_kind::thread_exited:
+        reporting_since_.erase(ev.tid);
+        births_at_report_.erase(ev.tid);
         forget_ns_tid(ev.tid);
         files_.forget(ev.tid);
         for (auto* a : accounting())
@@ -870,6 +885,7 @@ void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& o
         se.status = ev.status;
         out.push_back(se);
         armed_.reset();
+        births_at_report_.clear();
         stop_events_.clear();
         late_.reset();
         held_ = false;
@@ -925,7 +941,42 @@ void session::on_watched_report(td_event_e event, const ptrace::stop_event& ev, 
     // A followed TD_CREATE enables the new thread; not asked for, not shown.
     bool is_followed = armed_ && armed_->follow_create && event == TD_CREATE;
     if ((is_armed || is_followed) && watch_) {
-        auto drained = watch_->at_reporting_address(event, ev.tid, ev.arg0);
+        // The report's one read also takes the creator's stack for its call
+        // site, and its one write the new thread's flag (enabled before it
+        // runs: glibc holds it until the report is consumed) or the dying
+        // thread's flag back (glibc reads it no more).
+        std::optional<ptrace::registers> regs;
+        if (event == TD_CREATE && is_armed && !silent)
+            regs = process_->trap_registers(ev.tid);
+        const std::array<std::pair<target_addr, std::span<std::byte>>, 1> window{
+            {{regs ? regs->sp() : target_addr{}, std::span(report_stack_)}}};
+        const bool flag_back_at_death = backend_->traits().death_report_is_last;
+        auto extras = [&](const message_subject& subject) {
+            consume_extras x;
+            if (regs)
+                x.reads = window;
+            auto tid = subject.lwp.value != 0 ? ns_tid_of(subject.lwp) : std::nullopt;
+            if (!tid)
+                return x;
+            x.record_tid = *tid;
+            if (event == TD_CREATE && !settling_ && births_at_report_.contains(subject.lwp))
+                x.flag = consume_extras::flag_change::enable;
+            else if (event == TD_DEATH && flag_back_at_death && subject.lwp == ev.tid)
+                x.flag = consume_extras::flag_change::put_back;
+            return x;
+        };
+        auto drained = watch_->at_reporting_address(event, ev.tid, ev.arg0, extras);
+        if (drained && event == TD_CREATE)
+            if (auto it = births_at_report_.find(drained->message.tid); it != births_at_report_.end()) {
+                births_at_report_.erase(it);
+                if (drained->flag_changed)
+                    reporting_since_[drained->message.tid] = report_epoch_;
+                else
+                    (void)enable_born_at_clone(drained->message.tid);
+            }
+        // Its name cannot change any more: the exit stop's accounting takes it from here.
+        if (drained && event == TD_DEATH && flag_back_at_death && drained->message.tid == ev.tid)
+            files_.keep_final_comm(ev.tid, drained->message.name);
         // The library holds a thread created while watching until this report
         // is consumed, so it is enabled before it runs user code.
         if (drained && !drained->newborn.is_null() && armed_ &&
@@ -937,11 +988,23 @@ void session::on_watched_report(td_event_e event, const ptrace::stop_event& ev, 
             attach_stack(drained->message, ev.tid);
             attach_lock_owner(drained->message);
             if (event == TD_CREATE)
-                drained->message.call_site = call_site_of(ev);
+                drained->message.call_site =
+                    regs && drained->extras_read ? call_site_from(ev, *regs, report_stack_) : call_site_of(ev);
             out.push_back(session_event{session_event::kind::message, std::move(drained->message), 0, {}});
         }
     }
+    // A new thread whose enabling this report did not carry is enabled now.
+    if (event == TD_CREATE)
+        enable_pending_births(ev.tid);
     process_->resume(ev.tid);
+}
+
+target_addr session::call_site_from(const ptrace::stop_event& ev, const ptrace::registers& regs,
+                                    std::span<const std::byte> stack)
+{
+    if (!call_sites_)
+        call_sites_ = std::make_unique<call_site_reader>(pid());
+    return call_sites_->read_from(regs, ev.address, stack).value_or(target_addr{});
 }
 
 target_addr session::call_site_of(const ptrace::stop_event& ev)
@@ -969,11 +1032,25 @@ void session::on_thread_created(const ptrace::stop_event& ev)
     inherit_journal(ev.tid, ev.child);
     if (settling_)
         mid_create_.insert(ev.tid.value);
+    reporting_since_.erase(ev.child);  // a TID used again starts unknown
     // While watching every new thread is enabled; while a `stop` waits, one
-    // whose creator reports (glibc does not pass the flag on).
+    // whose creator reports (glibc does not pass the flag on). A creator
+    // known to report its creates has the new thread enabled at that report.
     if (backend_ && backend_->traits().enable_on_birth == birth_enable::at_clone_stop && !settling_ &&
-        (armed_ || (!stop_events_.empty() && creator_reports(ev.tid))))
-        enable_born_at_clone(ev.child);
+        (armed_ || (!stop_events_.empty() && creator_reports(ev.tid)))) {
+        if (births_enable_at_report() && creates_are_reported_by(ev.tid)) {
+            births_at_report_[ev.child] = ev.tid;
+        } else {
+            bool enabled = enable_born_at_clone(ev.child);
+            if (births_enable_at_report()) {
+                if (enabled)
+                    reporting_since_[ev.child] = report_epoch_;
+                // Its next pthread_create starts after this clone: sure to report.
+                if (creator_reports(ev.tid))
+                    reporting_since_[ev.tid] = report_epoch_;
+            }
+        }
+    }
     process_->resume(ev.child);
     process_->resume(ev.tid);
 }
@@ -987,19 +1064,47 @@ bool session::creator_reports(tid_t creator)
     return on && *on;
 }
 
-void session::enable_born_at_clone(tid_t child)
+bool session::enable_born_at_clone(tid_t child)
 {
     const auto* t = process_->find(child);
     if (t == nullptr || t->thread_pointer.is_null())
-        return;
+        return false;
     // Only a thread of the library: its record's tid is already set
     // (CLONE_PARENT_SETTID) when the parent reports the clone.
     auto tid = agent_->protocol().read_tid(t->thread_pointer);
-    if (tid && *tid == ns_tid_of(child)) {
-        // Born now, so its flag "before" is the record's own original,
-        // not what a dead thread left in it.
-        settings_->note_born(t->thread_pointer);
-        enable_thread_for_watch(t->thread_pointer, *tid);
+    if (!tid || *tid != ns_tid_of(child))
+        return false;
+    // Born now, so its flag "before" is the record's own original,
+    // not what a dead thread left in it.
+    settings_->note_born(t->thread_pointer);
+    enable_newborn(t->thread_pointer, *tid);
+    return true;
+}
+
+bool session::births_enable_at_report() const
+{
+    return armed_ && watch_ && stop_events_.empty() && !settling_ && backend_ &&
+           backend_->traits().enable_on_birth == birth_enable::at_clone_stop &&
+           (armed_->follow_create ||
+            std::find(armed_->events.begin(), armed_->events.end(), TD_CREATE) != armed_->events.end());
+}
+
+bool session::creates_are_reported_by(tid_t creator) const
+{
+    auto it = reporting_since_.find(creator);
+    return it != reporting_since_.end() && it->second == report_epoch_;
+}
+
+void session::enable_pending_births(tid_t creator)
+{
+    for (auto it = births_at_report_.begin(); it != births_at_report_.end();) {
+        if (creator.value != 0 && it->second != creator) {
+            ++it;
+            continue;
+        }
+        tid_t child = it->first;
+        it = births_at_report_.erase(it);
+        (void)enable_born_at_clone(child);
     }
 }
 
@@ -1033,6 +1138,10 @@ void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<sessio
             a->on_death(ev.tid);
     if (backend_)
         backend_->on_lwp_gone(ev.tid);
+    // A creator that ends between its clone and its report reports no more.
+    reporting_since_.erase(ev.tid);
+    births_at_report_.erase(ev.tid);
+    enable_pending_births(ev.tid);
     // A thread killed by exit_group (or by the exec of another thread) never
     // reaches the TD_DEATH reporting address, yet it did terminate.
     if (watch_)
@@ -1083,6 +1192,9 @@ std::vector<td_event_e> session::forget_image()
     auto armed_events = armed_ ? armed_->events : std::vector<td_event_e>{};
     armed_.reset();
     late_.reset();   // its sites went with the image
+    births_at_report_.clear();
+    reporting_since_.clear();
+    ++report_epoch_;
     stop_events_.clear();
     site_events_.clear();
     files_.clear();

@@ -47,6 +47,10 @@ struct backend_traits {
     /// flag is on, reporting TD_CREATE about it with itself as the reporter;
     /// arm turns the flag on (protocol_layout::initial_report_events).
     bool adopts_unknown_threads = false;
+    /// True when a thread's enable flag is not read again once it has
+    /// reported TD_DEATH (glibc: the report is the last thing start_thread
+    /// does with it), so the flag goes back in that report's own write.
+    bool death_report_is_last = false;
     /// The symbol of the library's live-thread counter ("__nptl_nthreads").
     std::string_view nthreads_symbol;
     /// The symbol of the concurrency level ("__concurrency_level").

@@ -98,8 +98,16 @@ std::optional<schedstat_info> task_files::schedstat(tid_t tid)
     return text ? parse_schedstat(*text) : std::nullopt;
 }
 
+void task_files::keep_final_comm(tid_t tid, std::string name)
+{
+    if (!name.empty())
+        final_comm_[tid] = std::move(name);
+}
+
 std::string task_files::comm(tid_t tid)
 {
+    if (auto it = final_comm_.find(tid); it != final_comm_.end())
+        return it->second;
     auto text = read(tid, file::comm);
     if (!text)
         return {};
@@ -115,6 +123,7 @@ std::optional<std::uint64_t> task_files::process_cpu_ns() const
 
 void task_files::forget(tid_t tid)
 {
+    final_comm_.erase(tid);
     auto it = fds_.find(tid);
     if (it == fds_.end())
         return;
@@ -127,6 +136,7 @@ void task_files::forget(tid_t tid)
 void task_files::clear()
 {
     fds_.clear();
+    final_comm_.clear();
     open_ = 0;
 }
 

@@ -40,6 +40,11 @@ public:
     /// clock_getcpuclockid(3)); std::nullopt when the process is gone.
     std::optional<std::uint64_t> process_cpu_ns() const;
 
+    /// Keeps `name` as the task's comm from now on, read no more: a thread
+    /// past its TD_DEATH report runs no code that could rename it (another
+    /// thread writing its comm file then goes unseen).
+    void keep_final_comm(tid_t tid, std::string name);
+
     /// Closes a task's files (it exited; its TID may be reused).
     void forget(tid_t tid);
     void clear();
@@ -55,6 +60,7 @@ private:
     std::size_t max_open_;
     std::size_t open_ = 0;
     std::unordered_map<tid_t, std::array<unique_fd, file_count>> fds_;
+    std::unordered_map<tid_t, std::string> final_comm_;
 };
 
 }  // namespace tdctl::procfs

@@ -1,6 +1,7 @@
 // The protocol reader over a memory image laid out like glibc's (offsets
 // chosen here, passed in as a layout): list unlinking anywhere, the cycles
 // glibc's own reporting can create, corrupted lists, masks kept on consume.
+#include <array>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -286,4 +287,144 @@ TEST_CASE("consume with the start routine: read in the same pass; null when not 
     event_protocol q(without.target, without.layout);
     REQUIRE(q.consume(without.record(1), true));
     CHECK(q.consume(without.record(1), true)->start_routine.is_null());
+}
+
+namespace {
+
+// A record holding a TD_CREATE (or TD_DEATH) message at the list's head, its
+// tid field `tid`, its enable flag `flag`.
+target_addr listed_message(fixture& f, int i, td_event_e event, std::int32_t tid, std::uint8_t flag)
+{
+    auto r = f.record(i);
+    f.chain({i});
+    f.target.mem.write_value(r + 0, tid);
+    f.target.mem.write_value(r + 8, flag);
+    f.target.mem.write_value(r + 24, static_cast<std::uint32_t>(event));
+    f.put64(r + 32, r.value);
+    return r;
+}
+
+std::uint8_t flag_of(fixture& f, target_addr r)
+{
+    std::uint8_t v = 0;
+    f.target.mem.read_value(r + 8, v);
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("consume with extras: a new thread enabled and a stack window read, one read and one write in all")
+{
+    fixture f;
+    change_journal journal(f.target.mem, 0);
+    event_protocol p(f.target, f.layout);
+    p.set_journal(&journal);
+    auto r = listed_message(f, 3, TD_CREATE, 77, 0);
+    target_addr stack{0x180000};
+    for (std::uint64_t i = 0; i < 8; ++i)
+        f.put64(stack + static_cast<std::int64_t>(8 * i), 0x1000 + i);
+    std::array<std::byte, 64> window{};
+    const std::array<std::pair<target_addr, std::span<std::byte>>, 1> reads{{{stack, std::span(window)}}};
+    consume_extras x;
+    x.reads = reads;
+    x.flag = consume_extras::flag_change::enable;
+    x.record_tid = 77;
+
+    f.target.mem.read_calls = f.target.mem.write_calls = 0;
+    auto b = p.consume(r, false, x);
+    REQUIRE(b);
+    CHECK(f.target.mem.read_calls == 1);
+    CHECK(f.target.mem.write_calls == 1);
+    CHECK(b->eventnum == TD_CREATE);
+    CHECK(b->extras_read);
+    CHECK(b->flag_changed);
+    std::uint64_t third = 0;
+    std::memcpy(&third, window.data() + 16, 8);
+    CHECK(third == 0x1002);
+    CHECK(flag_of(f, r) == 1);
+    CHECK(f.walk().empty());
+    CHECK(p.read_buffer(r)->is_empty());
+    // Journaled before the write: the restore takes the flag back.
+    const target_addr flag_at = r + 8;
+    CHECK(journal.is_active(flag_at));
+    journal.restore_all();
+    CHECK(flag_of(f, r) == 0);
+}
+
+TEST_CASE("consume with extras: a record whose tid is another thread's keeps its flag; an unreadable window is said")
+{
+    fixture f;
+    change_journal journal(f.target.mem, 0);
+    event_protocol p(f.target, f.layout);
+    p.set_journal(&journal);
+    auto r = listed_message(f, 4, TD_CREATE, 78, 0);
+    std::array<std::byte, 64> window{};
+    const std::array<std::pair<target_addr, std::span<std::byte>>, 1> reads{{{target_addr{0x900000}, std::span(window)}}};
+    consume_extras x;
+    x.reads = reads;
+    x.flag = consume_extras::flag_change::enable;
+    x.record_tid = 77;
+    auto b = p.consume(r, false, x);
+    REQUIRE(b);
+    CHECK(b->eventnum == TD_CREATE);
+    CHECK_FALSE(b->extras_read);
+    CHECK_FALSE(b->flag_changed);
+    CHECK(flag_of(f, r) == 0);
+    CHECK_FALSE(journal.contains(r + 8));
+    CHECK(f.walk().empty());  // the message is taken all the same
+}
+
+TEST_CASE("consume with extras at TD_DEATH: the flag goes back in the same write and the entry is settled")
+{
+    fixture f;
+    change_journal journal(f.target.mem, 0);
+    event_protocol p(f.target, f.layout);
+    p.set_journal(&journal);
+    auto r = listed_message(f, 5, TD_DEATH, 91, 0);
+    REQUIRE(p.write_report_events(r, true, 91));
+    REQUIRE(flag_of(f, r) == 1);
+    consume_extras x;
+    x.flag = consume_extras::flag_change::put_back;
+    x.record_tid = 91;
+
+    f.target.mem.read_calls = f.target.mem.write_calls = 0;
+    auto b = p.consume(r, false, x);
+    REQUIRE(b);
+    CHECK(f.target.mem.read_calls == 1);
+    CHECK(f.target.mem.write_calls == 1);
+    CHECK(b->eventnum == TD_DEATH);
+    CHECK(b->flag_changed);
+    CHECK(flag_of(f, r) == 0);
+    CHECK_FALSE(journal.is_active(r + 8));
+    // Settled: the record's next owner may turn it on; no restore touches it.
+    f.target.mem.write_value(r + 8, std::uint8_t{1});
+    journal.restore_all();
+    CHECK(flag_of(f, r) == 1);
+}
+
+TEST_CASE("consume with extras at TD_DEATH: a guard that fails leaves the flag, settled as at the exit stop")
+{
+    fixture f;
+    change_journal journal(f.target.mem, 0);
+    event_protocol p(f.target, f.layout);
+    p.set_journal(&journal);
+    auto r = listed_message(f, 6, TD_DEATH, 91, 0);
+    REQUIRE(p.write_report_events(r, true, 91));
+    f.target.mem.write_value(r + 0, std::int32_t{92});  // the record passed to another thread
+    consume_extras x;
+    x.flag = consume_extras::flag_change::put_back;
+    x.record_tid = 92;
+    auto b = p.consume(r, false, x);
+    REQUIRE(b);
+    CHECK(flag_of(f, r) == 1);
+    CHECK_FALSE(journal.is_active(r + 8));
+    // Another thread's value, someone else's write: neither goes back.
+    x.record_tid = 91;
+    f.target.mem.write_value(r + 0, std::int32_t{91});
+    auto r2 = listed_message(f, 7, TD_DEATH, 93, 0);
+    REQUIRE(p.write_report_events(r2, true, 93));
+    f.target.mem.write_value(r2 + 8, std::uint8_t{2});
+    x.record_tid = 93;
+    REQUIRE(p.consume(r2, false, x));
+    CHECK(flag_of(f, r2) == 2);
 }
