@@ -1,6 +1,7 @@
 #include "ptrace/ptrace_call.hpp"
 
 #include <cerrno>
+#include <unordered_map>
 
 #include "base/error.hpp"
 #include "base/log.hpp"
@@ -35,6 +36,45 @@ const char* request_name(__ptrace_request req)
     }
 }
 
+namespace {
+// TID -> raw status; empty except while a stop-all takes stops by peeking.
+std::unordered_map<pid_t, int>& unconsumed_stops()
+{
+    static std::unordered_map<pid_t, int> stops;
+    return stops;
+}
+
+bool resumes(__ptrace_request req)
+{
+    switch (static_cast<int>(req)) {
+    case PTRACE_CONT:
+    case PTRACE_DETACH:
+    case PTRACE_SINGLESTEP:
+    case PTRACE_SYSCALL:
+    case PTRACE_KILL:
+        return true;
+    default:
+        return false;
+    }
+}
+}  // namespace
+
+void note_unconsumed_stop(tid_t tid, int raw)
+{
+    unconsumed_stops()[tid.value] = raw;
+}
+
+bool take_unconsumed_stop(tid_t tid, int raw)
+{
+    auto& stops = unconsumed_stops();
+    auto it = stops.find(tid.value);
+    if (it == stops.end())
+        return false;
+    bool same = it->second == raw;
+    stops.erase(it);  // a different status: the task left that stop (killed)
+    return same;
+}
+
 int ptrace_call(__ptrace_request req, tid_t tid, void* addr, void* data, long* result)
 {
     errno = 0;
@@ -48,6 +88,9 @@ int ptrace_call(__ptrace_request req, tid_t tid, void* addr, void* data, long* r
                    reinterpret_cast<std::uintptr_t>(data), r, err != 0 ? fmt::format(" errno {}", err) : "");
     if (result != nullptr)
         *result = r;
+    // A resumed task (or one gone: ESRCH) no longer has the stop's status.
+    if ((err == 0 || err == ESRCH) && resumes(req) && !unconsumed_stops().empty())
+        unconsumed_stops().erase(tid.value);
     return err;
 }
 

@@ -19,4 +19,15 @@ void ptrace_or_throw(__ptrace_request req, tid_t tid, void* addr, void* data, co
 /// Name of a request ("PTRACE_CONT"), for logs and messages.
 const char* request_name(__ptrace_request req);
 
+/// Stops whose status the kernel still holds for waitpid() although tdctl
+/// already read the stop from PTRACE_GETSIGINFO (waiter's peek_stop): `raw`
+/// is the status waitpid() will give. The kernel keeps it until the task is
+/// resumed, so ptrace_call() forgets a TID at every request that resumes it
+/// (CONT, DETACH, SINGLESTEP, SYSCALL, KILL), and the waiter drops that very
+/// status if a waitpid() returns it first.
+void note_unconsumed_stop(tid_t tid, int raw);
+
+/// True, and forgotten, when `raw` is the unconsumed stop noted for `tid`.
+bool take_unconsumed_stop(tid_t tid, int raw);
+
 }  // namespace tdctl::ptrace

@@ -35,6 +35,8 @@ constexpr long trace_options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXIT | PTRACE
 constexpr int stop_all_timeout_ms = 10000;
 // How long stop-all waits before it looks for tasks blocked in vfork().
 constexpr int vfork_check_ms = 50;
+// How long detach reaps threads past their exit stop (the leader excepted).
+constexpr int reap_budget_ms = 100;
 
 void* as_ptr(long v) { return reinterpret_cast<void*>(v); }
 
@@ -887,6 +889,13 @@ std::optional<wait_status> traced_process::wait_first_stop(tid_t child)
         early_stops_.erase(it);
         return ws;
     }
+    // While every thread is being stopped (attach, stop-all) the child has
+    // usually reached its first stop already: read it without a waitpid().
+    // In the run loop the child is often not there yet, and a failed look
+    // would add a request to every new thread's cost.
+    if (hold_depth_ > 0)
+        if (auto peeked = peek_stop(child))
+            return peeked;
     return waiter_->wait_for(child);
 }
 
@@ -1397,7 +1406,12 @@ void traced_process::take_stops_of(std::vector<tid_t>& pending)
         task* t = find_task(tid);
         if (t == nullptr || t->stopped || t->exiting || t->in_vfork)
             return true;
-        taken_status taken = waiter_->try_wait(tid);
+        // Most tasks sit in their stop by now: read it without a waitpid().
+        taken_status taken;
+        if (auto peeked = peek_stop(tid))
+            taken = taken_status{tid, *peeked, false};
+        else
+            taken = waiter_->try_wait(tid);
         if (taken.no_child) {
             t->exiting = true;  // reaped elsewhere, or no longer ours
             return true;
@@ -1514,9 +1528,17 @@ void traced_process::finish_detach(std::vector<tid_t>& dying, std::vector<tid_t>
     // A traced thread that exits stays a zombie until its tracer reaps it, and
     // the leader cannot be reaped before its threads: reap them here. A vfork
     // parent stops for our interrupt once its child execs or exits: let it go
-    // then (with the signal it stopped for, if any).
+    // then (with the signal it stopped for, if any). Reaping takes one
+    // waitpid() each, microseconds normally; when waitpid() is slow (a loaded
+    // host) threads other than the leader are reaped for at most
+    // reap_budget_ms: those left are released by the kernel when tdctl's
+    // tracer exits, right after (exit_ptrace() frees a traced zombie thread).
+    constexpr auto reap_budget = std::chrono::milliseconds(reap_budget_ms);
+    const auto start = std::chrono::steady_clock::now();
     for (int round = 0; round < 200 && !(dying.empty() && in_vfork.empty()); ++round) {
-        std::erase_if(dying, [this](tid_t tid) {
+        std::erase_if(dying, [&](tid_t tid) {
+            if (tid.value != pid_ && std::chrono::steady_clock::now() - start >= reap_budget)
+                return true;
             taken_status taken = waiter_->try_wait(tid);
             if (taken.status && tid.value == pid_ && taken.status->has_ended()) {
                 // The leader was dying too: its status is the process's.

@@ -11,6 +11,7 @@
 
 #include "base/error.hpp"
 #include "base/log.hpp"
+#include "ptrace/ptrace_call.hpp"
 
 namespace tdctl::ptrace {
 
@@ -31,6 +32,10 @@ taken_status take_status(pid_t which, int options)
         int status = 0;
         pid_t r = ::waitpid(which, &status, __WALL | options);
         if (r > 0) {
+            if (take_unconsumed_stop(tid_t{r}, status)) {
+                log::debug("wait: task {} stop already read by PTRACE_GETSIGINFO", r);
+                continue;
+            }
             auto ws = wait_status::decode(status);
             log::debug("wait: task {} {}", r, ws.to_string());
             return taken_status{tid_t{r}, ws, false};
@@ -127,6 +132,41 @@ taken_status waiter::try_wait(tid_t tid)
 taken_status waiter::try_wait_any()
 {
     return take_status(-1, WNOHANG);
+}
+
+std::optional<wait_status> peek_stop(tid_t tid)
+{
+    siginfo_t si{};
+    if (tid.value <= 0 || ptrace_call(PTRACE_GETSIGINFO, tid, nullptr, &si) != 0)
+        return std::nullopt;  // not in a ptrace-stop (running, exiting, gone)
+    int code = 0;
+    if (si.si_code >= 0x100 && (si.si_code & 0xff) == si.si_signo) {
+        // A ptrace event stop: the kernel's siginfo carries exactly the
+        // status word's upper bits (ptrace_do_notify).
+        switch (si.si_code >> 8) {
+        case PTRACE_EVENT_STOP:
+            if (si.si_signo != SIGTRAP)
+                return std::nullopt;  // a group-stop: PTRACE_LISTEN needs it taken by waitpid
+            break;
+        case PTRACE_EVENT_CLONE:
+        case PTRACE_EVENT_FORK:
+        case PTRACE_EVENT_VFORK:
+        case PTRACE_EVENT_EXIT:
+            break;
+        default:
+            return std::nullopt;  // exec (the TID changes), vfork-done: by waitpid
+        }
+        code = si.si_code;
+    } else if (si.si_signo == SIGTRAP && si.si_code == (SIGTRAP | 0x80)) {
+        return std::nullopt;  // a syscall-stop (never requested): by waitpid
+    } else {
+        code = si.si_signo;  // a signal-delivery-stop
+    }
+    int raw = 0x7f | (code << 8);
+    note_unconsumed_stop(tid, raw);
+    auto ws = wait_status::decode(raw);
+    log::debug("peek: task {} {}", tid.value, ws.to_string());
+    return ws;
 }
 
 taken_status try_wait_child(pid_t child)

@@ -76,6 +76,17 @@ private:
     bool stale_ = true;
 };
 
+/// The stop a traced task sits in, read with PTRACE_GETSIGINFO instead of
+/// waitpid(): the status waitpid() would give (event stops from the
+/// siginfo's si_code, signal-delivery-stops from si_signo). One O(1) request,
+/// where waitpid(TID) walks every traced task on older kernels and is the
+/// slow call on a loaded host. std::nullopt when the task is not in a
+/// ptrace-stop, and for stops better taken by waitpid (group-stops, exec,
+/// vfork-done, syscall-stops). The status stays with the kernel until the
+/// task is resumed; it is noted (note_unconsumed_stop), so a later waitpid()
+/// that returns it drops it instead of handing it out twice.
+std::optional<wait_status> peek_stop(tid_t tid);
+
 /// waitpid(child, __WALL|WNOHANG) for a child process tdctl does not trace
 /// (the tracer, as its guardian sees it): its status if it has one now,
 /// never blocking, with no signalfd (the caller has its own). EINTR is

@@ -178,7 +178,9 @@ TEST_CASE("locks --interval: one report per interval, their contentions add up t
 {
     test::require_ptrace();
     test::temp_file record("tdctl-locks-interval");
-    auto run = run_tdctl_agent({"locks --interval 0.3 --top 1"},
+    // The fixture's holds take about 0.29 s (3 rounds x 2 x 40 ms, both pairs
+    // at once); an interval of 0.3 s gave one report when the run was quick.
+    auto run = run_tdctl_agent({"locks --interval 0.1 --top 1"},
                                {fixture_path("e2e_locks"), "--record", record.path(), "3", "40", "40"}, 120s);
     INFO(describe_run(run));
     REQUIRE(run.result.status.is_success());

@@ -3,10 +3,12 @@
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <optional>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ptrace/ptrace_call.hpp"
 #include "ptrace/waiter.hpp"
 
 using tdctl::ptrace::waiter;
@@ -146,4 +148,92 @@ TEST_CASE("waiting for TID 0 (a clone event read after its parent was killed) ta
     auto mine = w.try_wait(tdctl::tid_t{child});   // still there for its own TID
     REQUIRE(mine.status.has_value());
     CHECK(mine.status->exit_code() == 6);
+}
+
+TEST_CASE("peek_stop reads a held task's stop without waitpid, and that status is never handed out twice")
+{
+    // A stop-all takes most stops with PTRACE_GETSIGINFO; the kernel keeps
+    // the status for waitpid() until the task is resumed. A waitpid() that
+    // returned it afterwards would make tdctl handle one stop twice.
+    waiter w;
+    int go[2];
+    REQUIRE(::pipe(go) == 0);
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        ::close(go[1]);
+        ::alarm(10);
+        char c;
+        [[maybe_unused]] auto n = ::read(go[0], &c, 1);
+        ::raise(SIGUSR1);  // a signal-delivery-stop under the tracer
+        ::_exit(5);
+    }
+    ::close(go[0]);
+    tdctl::tid_t tid{child};
+    REQUIRE(tdctl::ptrace::ptrace_call(PTRACE_SEIZE, tid, nullptr, nullptr) == 0);
+    CHECK_FALSE(tdctl::ptrace::peek_stop(tid).has_value());  // running: no stop to read
+
+    REQUIRE(tdctl::ptrace::ptrace_call(PTRACE_INTERRUPT, tid, nullptr, nullptr) == 0);
+    std::optional<tdctl::ptrace::wait_status> peeked;
+    for (int i = 0; i < 5000 && !peeked; ++i) {
+        peeked = tdctl::ptrace::peek_stop(tid);
+        if (!peeked)
+            ::usleep(1000);
+    }
+    REQUIRE(peeked.has_value());
+    CHECK(peeked->kind() == tdctl::ptrace::wait_kind::event_stop);
+    CHECK_FALSE(w.try_wait(tid).status.has_value());   // the same stop: dropped, not handed out
+
+    REQUIRE(tdctl::ptrace::ptrace_call(PTRACE_CONT, tid, nullptr, nullptr) == 0);
+    ::close(go[1]);   // the child reads EOF and raises SIGUSR1
+    std::optional<tdctl::ptrace::wait_status> signal_stop;
+    for (int i = 0; i < 5000 && !signal_stop; ++i) {
+        signal_stop = tdctl::ptrace::peek_stop(tid);
+        if (!signal_stop)
+            ::usleep(1000);
+    }
+    REQUIRE(signal_stop.has_value());
+    CHECK(signal_stop->kind() == tdctl::ptrace::wait_kind::signal_stop);
+    CHECK(signal_stop->signal_to_deliver() == SIGUSR1);
+
+    // Resumed without a waitpid(): the next status (its exit) comes through.
+    REQUIRE(tdctl::ptrace::ptrace_call(PTRACE_CONT, tid, nullptr, nullptr) == 0);
+    auto next = w.wait_for(tid);
+    REQUIRE(next.has_value());
+    CHECK(next->has_ended());
+    CHECK(next->exit_code() == 5);
+}
+
+TEST_CASE("a waitpid status that differs from the peeked one is handed out (the task left that stop)")
+{
+    waiter w;
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        ::alarm(10);
+        for (;;)
+            ::pause();
+    }
+    tdctl::tid_t tid{child};
+    REQUIRE(tdctl::ptrace::ptrace_call(PTRACE_SEIZE, tid, nullptr, nullptr) == 0);
+    REQUIRE(tdctl::ptrace::ptrace_call(PTRACE_INTERRUPT, tid, nullptr, nullptr) == 0);
+    std::optional<tdctl::ptrace::wait_status> peeked;
+    for (int i = 0; i < 5000 && !peeked; ++i) {
+        peeked = tdctl::ptrace::peek_stop(tid);
+        if (!peeked)
+            ::usleep(1000);
+    }
+    REQUIRE(peeked.has_value());
+    ::kill(child, SIGKILL);  // out of the stop without a resume request
+    std::optional<tdctl::ptrace::wait_status> ended;
+    for (int i = 0; i < 5000 && !ended; ++i) {
+        auto taken = w.try_wait(tid);
+        if (taken.status && taken.status->has_ended())
+            ended = taken.status;
+        else
+            ::usleep(1000);
+    }
+    REQUIRE(ended.has_value());
+    CHECK(ended->kind() == tdctl::ptrace::wait_kind::killed);
+    CHECK(ended->signal() == SIGKILL);
 }
