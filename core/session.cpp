@@ -781,6 +781,7 @@ void session::detach()
 {
     if (!is_alive())
         return;
+    process_->begin_detach();
     // A target that runs gets its masks and flags back, and settles, while
     // it runs: every thread is then stopped once, for the sites and the
     // detach, where a stop before the restore would make two.

@@ -889,11 +889,9 @@ std::optional<wait_status> traced_process::wait_first_stop(tid_t child)
         early_stops_.erase(it);
         return ws;
     }
-    // While every thread is being stopped (attach, stop-all) the child has
-    // usually reached its first stop already: read it without a waitpid().
-    // In the run loop the child is often not there yet, and a failed look
-    // would add a request to every new thread's cost.
-    if (hold_depth_ > 0)
+    // During detach's stop-all the child has usually reached its first stop
+    // already: read it without a waitpid() (see peek_stops_).
+    if (peek_stops_)
         if (auto peeked = peek_stop(child))
             return peeked;
     return waiter_->wait_for(child);
@@ -1406,9 +1404,13 @@ void traced_process::take_stops_of(std::vector<tid_t>& pending)
         task* t = find_task(tid);
         if (t == nullptr || t->stopped || t->exiting || t->in_vfork)
             return true;
-        // Most tasks sit in their stop by now: read it without a waitpid().
+        // At detach most tasks sit in their stop by now: read it without a
+        // waitpid() (see peek_stops_).
         taken_status taken;
-        if (auto peeked = peek_stop(tid))
+        std::optional<wait_status> peeked;
+        if (peek_stops_)
+            peeked = peek_stop(tid);
+        if (peeked)
             taken = taken_status{tid, *peeked, false};
         else
             taken = waiter_->try_wait(tid);
@@ -1483,6 +1485,7 @@ void traced_process::detach()
     if (gone_ || detached_)
         return;
     cancel_fd_ = -1;  // a detach is never given up
+    peek_stops_ = true;
     try {
         stop_all();
     } catch (const error& e) {

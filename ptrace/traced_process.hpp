@@ -183,6 +183,10 @@ public:
     /// Puts back every site's bytes (finishing any thread's trap first) and
     /// detaches every task, leaving group-stopped tasks stopped.
     void detach();
+    /// Says that detach() comes next (a caller that restores its own changes
+    /// first): from here on a stop-all reads each stop with peek_stop()
+    /// instead of a waitpid() (see peek_stops_).
+    void begin_detach() { peek_stops_ = true; }
     /// SIGKILL the process and reap every task.
     void kill();
 
@@ -344,6 +348,13 @@ private:
     bool launched_;
     bool gone_ = false;
     bool detached_ = false;
+    /// Set by begin_detach() and detach(): stop-alls read stops with
+    /// peek_stop(), whose statuses the kernel keeps until the threads are
+    /// resumed. Every thread is detached soon after, so no waitpid() takes
+    /// most of them; a stop-all of a session that goes on would leave T of
+    /// them for the wait loop's waitpid(-1), each call walking every traced
+    /// task (measured: attach + detach of 4,000 threads 4.4x slower).
+    bool peek_stops_ = false;
     std::optional<int> exit_status_;
     std::unique_ptr<waiter> waiter_;
     std::unique_ptr<process_memory> memory_;

@@ -98,7 +98,10 @@ void check_left_as_it_was(pid_t pid, const lock_facts& facts, bool same_words)
         CHECK_MESSAGE(state != 't', "task ", tid, " left in a tracing stop");
     CHECK(::kill(pid, 0) == 0);
     for (const auto& [tid, name] : facts.wants) {
-        auto word = futex_word_of(pid, tid);
+        // Just detached, a waiter restarts its futex call; on a loaded host
+        // it may not be back inside it yet when /proc is first read.
+        std::optional<std::uint64_t> word;
+        wait_until([&] { return (word = futex_word_of(pid, tid)).has_value(); }, 2s);
         CHECK_MESSAGE(word.has_value(), "thread ", tid, " no longer in futex");
         if (same_words && word)
             CHECK_MESSAGE(*word == facts.address.at(name), "thread ", tid, " waits elsewhere now");
