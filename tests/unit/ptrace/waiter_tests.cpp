@@ -21,6 +21,18 @@ bool readable(int fd)
     return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
 }
 
+// peek_stop() of a traced task until it is in a stop (at most 5 s).
+std::optional<tdctl::ptrace::wait_status> peek_until_stopped(tdctl::tid_t tid)
+{
+    std::optional<tdctl::ptrace::wait_status> stop;
+    for (int i = 0; i < 5000 && !stop; ++i) {
+        stop = tdctl::ptrace::peek_stop(tid);
+        if (!stop)
+            ::usleep(1000);
+    }
+    return stop;
+}
+
 }  // namespace
 
 TEST_CASE("after wait_any(0) finds nothing to reap, the descriptor is not readable")
@@ -174,24 +186,14 @@ TEST_CASE("peek_stop reads a held task's stop without waitpid, and that status i
     CHECK_FALSE(tdctl::ptrace::peek_stop(tid).has_value());  // running: no stop to read
 
     REQUIRE(tdctl::ptrace::ptrace_call(PTRACE_INTERRUPT, tid, nullptr, nullptr) == 0);
-    std::optional<tdctl::ptrace::wait_status> peeked;
-    for (int i = 0; i < 5000 && !peeked; ++i) {
-        peeked = tdctl::ptrace::peek_stop(tid);
-        if (!peeked)
-            ::usleep(1000);
-    }
+    auto peeked = peek_until_stopped(tid);
     REQUIRE(peeked.has_value());
     CHECK(peeked->kind() == tdctl::ptrace::wait_kind::event_stop);
     CHECK_FALSE(w.try_wait(tid).status.has_value());   // the same stop: dropped, not handed out
 
     REQUIRE(tdctl::ptrace::ptrace_call(PTRACE_CONT, tid, nullptr, nullptr) == 0);
     ::close(go[1]);   // the child reads EOF and raises SIGUSR1
-    std::optional<tdctl::ptrace::wait_status> signal_stop;
-    for (int i = 0; i < 5000 && !signal_stop; ++i) {
-        signal_stop = tdctl::ptrace::peek_stop(tid);
-        if (!signal_stop)
-            ::usleep(1000);
-    }
+    auto signal_stop = peek_until_stopped(tid);
     REQUIRE(signal_stop.has_value());
     CHECK(signal_stop->kind() == tdctl::ptrace::wait_kind::signal_stop);
     CHECK(signal_stop->signal_to_deliver() == SIGUSR1);
@@ -217,12 +219,7 @@ TEST_CASE("a waitpid status that differs from the peeked one is handed out (the 
     tdctl::tid_t tid{child};
     REQUIRE(tdctl::ptrace::ptrace_call(PTRACE_SEIZE, tid, nullptr, nullptr) == 0);
     REQUIRE(tdctl::ptrace::ptrace_call(PTRACE_INTERRUPT, tid, nullptr, nullptr) == 0);
-    std::optional<tdctl::ptrace::wait_status> peeked;
-    for (int i = 0; i < 5000 && !peeked; ++i) {
-        peeked = tdctl::ptrace::peek_stop(tid);
-        if (!peeked)
-            ::usleep(1000);
-    }
+    auto peeked = peek_until_stopped(tid);
     REQUIRE(peeked.has_value());
     ::kill(child, SIGKILL);  // out of the stop without a resume request
     std::optional<tdctl::ptrace::wait_status> ended;
