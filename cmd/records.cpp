@@ -35,6 +35,12 @@ json_record event_names(const std::vector<td_event_e>& list)
 
 const char* on_off(bool on) { return on ? "on" : "off"; }
 
+// "1 thread", "3 threads": a count with its noun.
+std::string count_of(std::size_t n, std::string_view noun)
+{
+    return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
+}
+
 }  // namespace
 
 library_info library_of(core::session& session)
@@ -96,9 +102,10 @@ std::string session_start_record::text() const
                                                   join_short_names(library.events, ""))
                                     : "no thread library: " + library.no_library_reason;
     if (routed)
-        lib += fmt::format("; {} GOT slots in {} modules routed to the agent", routed->slots, routed->modules);
-    return fmt::format("{} process {} ({}), {} threads; {}", launched ? "launched" : "attached to", pid,
-                       events::printable_name(name), threads, lib);
+        lib += fmt::format("; {} in {} routed to the agent", count_of(routed->slots, "GOT slot"),
+                           count_of(routed->modules, "module"));
+    return fmt::format("{} process {} ({}), {}; {}", launched ? "launched" : "attached to", pid,
+                       events::printable_name(name), count_of(threads, "thread"), lib);
 }
 
 json_record exit_record::json() const
@@ -216,7 +223,7 @@ json_record interrupted_record::json() const
 
 std::string interrupted_record::text() const
 {
-    return fmt::format("process {} stopped ({} threads); `continue` resumes", pid, threads);
+    return fmt::format("process {} stopped ({}); `continue` resumes", pid, count_of(threads, "thread"));
 }
 
 json_record detached_record::json() const
@@ -265,11 +272,11 @@ std::string process_record::text() const
     // A target in another PID namespace: its own TIDs in a column of their own.
     const std::string ns_note = ns_pid ? fmt::format("; PID namespace of its own (pid {} there)", *ns_pid) : "";
     if (library.found)
-        return fmt::format("process {} ({}): {} threads; thread library {} {} in {} reports {}{}", pid,
-                           events::printable_name(name), threads, library.backend, library.version, library.module,
+        return fmt::format("process {} ({}): {}; thread library {} {} in {} reports {}{}", pid,
+                           events::printable_name(name), count_of(threads, "thread"), library.backend, library.version, library.module,
                            join_short_names(library.events, "none"), ns_note);
-    return fmt::format("process {} ({}): {} threads (from /proc); no thread library: {}{}", pid,
-                       events::printable_name(name), threads, library.no_library_reason, ns_note);
+    return fmt::format("process {} ({}): {} (from /proc); no thread library: {}{}", pid,
+                       events::printable_name(name), count_of(threads, "thread"), library.no_library_reason, ns_note);
 }
 
 namespace {

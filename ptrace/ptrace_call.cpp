@@ -67,6 +67,8 @@ void note_unconsumed_stop(tid_t tid, int raw)
 bool take_unconsumed_stop(tid_t tid, int raw)
 {
     auto& stops = unconsumed_stops();
+    if (stops.empty())
+        return false;  // every waitpid() passes here
     auto it = stops.find(tid.value);
     if (it == stops.end())
         return false;
