@@ -616,4 +616,58 @@ TEST_SUITE("do no harm")
         CHECK(multiset_difference(expected, tid_multiset(run.events("TD_CREATE"))).empty());
         CHECK(multiset_difference(expected, tid_multiset(run.events("TD_DEATH"))).empty());
     }
+
+    // The thread library reached through dlopen after tdctl is there: since
+    // glibc 2.34 libpthread.so.0 is a stub and its functions are libc's, the
+    // thread library every dynamic program has from the start (nothing can
+    // call dlopen before libc is loaded). The load must disturb nothing:
+    // every thread created through the dlopen'ed handle reported, launched
+    // and attached.
+    TEST_CASE("libpthread.so.0 opened with dlopen after tdctl came: every creation and death reported")
+    {
+        require_attach();
+        constexpr int threads = 30;
+        auto check = [&](const std::string& record_path, const std::vector<json>& creates,
+                         const std::vector<json>& deaths) {
+            auto text = read_text_file(record_path).value_or("");
+            CHECK(text.find("\nopened\n") != std::string::npos);
+            auto expected = to_multiset(thread_tids(parse_record(text)));
+            CHECK(expected.size() == threads);
+            CHECK_MESSAGE(multiset_difference(expected, tid_multiset(creates)).empty(), "TD_CREATE");
+            CHECK_MESSAGE(multiset_difference(expected, tid_multiset(deaths)).empty(), "TD_DEATH");
+            CHECK(creates.size() == threads);
+            CHECK(deaths.size() == threads);
+        };
+        SUBCASE("launched")
+        {
+            temp_file record("dlopen-launch-record");
+            auto run = run_tdctl({"--json", "--", fixture_path("dlopen_threads"), "--record", record.path(),
+                                  std::to_string(threads)},
+                                 30s);
+            INFO(run.describe());
+            REQUIRE(run.result.status.exit_code() == 0);
+            check(record.path(), run.events("TD_CREATE"), run.events("TD_DEATH"));
+        }
+        SUBCASE("attached")
+        {
+            temp_file record("dlopen-attach-record");
+            auto target = child_process::spawn({fixture_path("dlopen_threads"), "--record", record.path(),
+                                                "--wait-start", std::to_string(threads)});
+            const pid_t pid = target.pid();
+            REQUIRE(target.require_line(10s) == fmt::format("ready {}", pid));
+            auto libc = find_module(pid, "libc.so.6");
+            const auto create_addr = libc.address_of("__nptl_create_event");
+            const auto original = read_proc_mem(pid, create_addr, 16);
+            auto tdctl = child_process::spawn({tdctl_path(), "--json", "-p", std::to_string(pid), "-e", "watch"});
+            REQUIRE(json::parse(tdctl.require_line(20s), nullptr, false).value("type", "") == "attached");
+            REQUIRE(wait_until([&] { return read_proc_mem(pid, create_addr, 16) != original; }, 10s));
+            REQUIRE(target.write_stdin("x"));
+            auto status = tdctl.require_exit(30s);
+            CHECK(target.require_exit(10s).is_success());
+            INFO("tdctl stderr: " << tdctl.stderr_text());
+            CHECK(status.exit_code() == 0);
+            auto records = parse_records(tdctl.stdout_text());
+            check(record.path(), event_records(records, "TD_CREATE"), event_records(records, "TD_DEATH"));
+        }
+    }
 }

@@ -20,7 +20,7 @@ struct kind_shape {
     std::size_t fields;  ///< exact count; "thread"'s label takes the rest of the line
 };
 
-constexpr std::array<kind_shape, 8> kinds{{
+constexpr std::array<kind_shape, 9> kinds{{
     {"start", 1},
     {"thread", 3},
     {"exit", 1},
@@ -28,6 +28,7 @@ constexpr std::array<kind_shape, 8> kinds{{
     {"signal-got", 2},
     {"fork", 1},
     {"child-exit", 2},
+    {"opened", 0},
     {"done", 0},
 }};
 
