@@ -1,5 +1,6 @@
 #include "core/agent_loader.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <charconv>
@@ -23,6 +24,7 @@
 #include "base/log.hpp"
 #include "base/unique_fd.hpp"
 #include "ptrace/procfs.hpp"
+#include "ptrace/return_frame_x86_64.hpp"
 
 namespace tdctl::core {
 
@@ -342,8 +344,11 @@ std::uint64_t injection::call(ptrace::hijacked_thread& h, target_addr fn, std::i
     if (!rax && !process_.is_alive())
         throw error::target(fmt::format("the process ended during {} on thread {}", what, h.tid().value));
     if (!rax)
-        throw error::target(fmt::format("{} on thread {} did not return within {} ms", what, h.tid().value,
-                                        call_timeout_ms));
+        throw error::target(fmt::format("{} on thread {} did not return within {} ms{}", what, h.tid().value,
+                                        call_timeout_ms,
+                                        h.taken_back() ? " (the thread goes on with it and puts itself back, "
+                                                         "registers and signal mask, when it returns)"
+                                                       : ""));
     return *rax;
 }
 
@@ -402,7 +407,14 @@ void injection::write_block(const libc_functions& libc, int target_fd)
 void injection::undo_page(ptrace::hijacked_thread& h, const libc_functions& libc, int target_fd)
 {
     if (h.is_stuck()) {
-        log::warning("thread {} is still inside a call made for the agent load; its pages are left", h.tid().value);
+        // Should pthread_create still start the loader thread, the routine
+        // must find itself alone (the `traced` flag back to 0): it then
+        // unmaps its page itself when dlopen returns.
+        if (std::find(journaled_.begin(), journaled_.end(), flag_entry()) != journaled_.end())
+            process_.journal().restore(flag_entry());
+        log::warning("thread {} is still inside a call made for the agent load{}; its pages are left",
+                     h.tid().value,
+                     h.taken_back() ? " (it puts itself back when the call returns)" : " and faults when it returns");
         forget_page();
         return;
     }
@@ -501,7 +513,12 @@ agent_load_report injection::run(tid_t tid, const libc_functions& libc)
     report.hijacked = tid;
     int target_fd = -1;
     {
-        ptrace::hijacked_thread h(process_, tid);
+        // With the way back through rt_sigreturn, a call past its time limit
+        // is taken back rather than left to fault when it returns.
+        const auto sigreturn = ptrace::find_sigreturn_code(process_.pid(), process_.memory());
+        if (!sigreturn)
+            log::debug("no rt_sigreturn code found in libc.so.6: remote calls have no way back of their own");
+        ptrace::hijacked_thread h(process_, tid, sigreturn.value_or(target_addr{}));
         report.hijacked_in_syscall = h.saved().in_restartable_syscall();
         process_.release_all();   // every other thread runs; the hijacked one stays ours
         try {

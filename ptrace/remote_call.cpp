@@ -2,12 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
+
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "base/clock.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
+#include "ptrace/return_frame_x86_64.hpp"
 
 namespace tdctl::ptrace {
 
@@ -19,7 +24,8 @@ constexpr std::uint64_t red_zone_bytes = 128;
 
 }  // namespace
 
-hijacked_thread::hijacked_thread(traced_process& process, tid_t tid) : process_(process), tid_(tid)
+hijacked_thread::hijacked_thread(traced_process& process, tid_t tid, target_addr sigreturn)
+    : process_(process), tid_(tid), sigreturn_(sigreturn)
 {
     if (process.is_unfit_for_call(tid))
         throw error::target(fmt::format("thread {} cannot run code now (running, exiting, in group-stop or vfork)",
@@ -54,6 +60,12 @@ std::optional<std::uint64_t> hijacked_thread::call(target_addr function, std::sp
     // 16-byte aligned at the call, then the return address pushed: the
     // callee sees rsp ≡ 8 (mod 16), as after a `call`.
     std::uint64_t sp = ((r.rsp - red_zone_bytes) & ~std::uint64_t{15}) - 8;
+    std::vector<std::byte> frame;
+    if (!sigreturn_.is_null()) {
+        auto layout = layout_return_frame(r.rsp, return_frame_fp_bytes(saved_));
+        frame = build_return_frame(saved_, layout, call_marker.value);
+        sp = layout.slot;
+    }
     unsigned long long* arg_regs[] = {&r.rdi, &r.rsi, &r.rdx, &r.rcx, &r.r8, &r.r9};
     for (std::size_t i = 0; i < args.size(); ++i)
         *arg_regs[i] = args[i];
@@ -62,19 +74,34 @@ std::optional<std::uint64_t> hijacked_thread::call(target_addr function, std::sp
     r.rax = 0;           // no vector registers used by a variadic callee
     r.orig_rax = ~0ull;  // -1: the kernel must not restart a system call at this pc
     const target_addr slot{sp};
-    if (!process_.journal().write_value(slot, call_marker.value, change_kind::injected))
-        throw error::target(fmt::format("cannot write the return address on thread {}'s stack", tid_.value));
+    if (frame.empty()) {
+        if (!process_.journal().write_value(slot, call_marker.value, change_kind::injected))
+            throw error::target(fmt::format("cannot write the return address on thread {}'s stack", tid_.value));
+    } else {
+        // Journaled first, with the way back as the slot's original: any
+        // restore of it (a time limit, the journal's keeper after a tracer's
+        // death) sends the call's return to rt_sigreturn and the frame.
+        process_.journal().note(slot, std::as_bytes(std::span(&sigreturn_.value, 1)),
+                                std::as_bytes(std::span(&call_marker.value, 1)), change_kind::injected);
+        if (!process_.memory().write(slot, frame)) {
+            process_.journal().forget(slot);
+            throw error::target(fmt::format("cannot write the call's frame on thread {}'s stack", tid_.value));
+        }
+    }
     registers regs = registers::from_raw(r);
     process_.set_call_marker(call_marker);
     if (!regs.write(tid_))
         return std::nullopt;
     process_.resume(tid_);
     bool returned = wait_for_call_return(process_, tid_, seconds_since_start() + timeout_ms / 1000.0, others);
+    const bool there = process_.is_alive() && process_.find(tid_) != nullptr;
+    if (!returned && there && !frame.empty())
+        returned = take_back(slot, others);
     if (!returned) {
-        // Still inside the call (or gone): its return slot is live stack now,
-        // not a change to put back.
+        // Still inside the call (or gone): without a frame, its return slot
+        // is live stack now, not a change to put back.
         process_.journal().forget(slot);
-        stuck_ = process_.is_alive() && process_.find(tid_) != nullptr;
+        stuck_ = there;
         return std::nullopt;
     }
     process_.journal().restore(slot);
@@ -82,6 +109,35 @@ std::optional<std::uint64_t> hijacked_thread::call(target_addr function, std::sp
     if (!after)
         return std::nullopt;
     return after->raw().rax;
+}
+
+bool hijacked_thread::take_back(target_addr slot, const other_stop_handler& others)
+{
+    // One safe point: with every task stopped, the thread is not between
+    // reading its return slot and jumping there.
+    process_.stop_all();
+    bool returned = false;
+    while (auto ev = process_.next_event(0)) {
+        if (ev->kind == stop_kind::call_returned && ev->tid == tid_)
+            returned = true;   // it came back just now: an ordinary return
+        else
+            others(*ev);
+    }
+    if (!returned) {
+        auto tally = process_.journal().restore(slot);
+        if (tally.failed != 0 || tally.left != 0)
+            log::warning("thread {} is still inside a remote call and its return slot could not be changed: it "
+                         "faults when the call returns", tid_.value);
+        else
+            taken_back_ = true;
+        // Blocked for the call, pending until rt_sigreturn puts the mask back.
+        if (kept_signal_ != 0 && ::syscall(SYS_tgkill, process_.pid(), tid_.value, kept_signal_) == 0)
+            kept_signal_ = 0;
+        log::debug("thread {} still runs a remote call: taken back, its frame puts it back when the call returns",
+                   tid_.value);
+    }
+    process_.release_all();
+    return returned;
 }
 
 void hijacked_thread::restore()

@@ -7,6 +7,15 @@
 // there; then everything is put back exactly. Every other thread runs
 // meanwhile: a call that needs a lock one of them holds waits for it rather
 // than deadlocking.
+//
+// Given the address of an rt_sigreturn in the target (find_sigreturn_code),
+// each call also leaves a return frame above its slot (ptrace/
+// return_frame_x86_64.hpp), and the slot is journaled with that address as
+// its original: a call that outlasts its time limit is taken back at once
+// (the slot is put back, so the call's own `ret` runs rt_sigreturn and the
+// thread is itself again, registers, vector state and signal mask), and
+// after a tracer's death the journal's keeper puts the slot back the same
+// way.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +44,10 @@ public:
     /// signal, blocks every asynchronous signal (a signal sent meanwhile
     /// stays pending and is delivered after restore()), and keeps it stopped
     /// across release_all(). Throws tdctl::error (target) if it is unfit or
-    /// its state cannot be read.
-    hijacked_thread(traced_process& process, tid_t tid);
+    /// its state cannot be read. `sigreturn`: the address of a `mov $15,
+    /// %rax; syscall` in the target (find_sigreturn_code), or null for calls
+    /// without a return frame (a call past its time limit then stays stuck).
+    hijacked_thread(traced_process& process, tid_t tid, target_addr sigreturn = {});
     /// restore() if not done; never throws.
     ~hijacked_thread();
     hijacked_thread(const hijacked_thread&) = delete;
@@ -47,7 +58,8 @@ public:
     /// other threads run, and their stops go to `others`. The 8-byte return
     /// slot written on the stack goes through the change journal and is put
     /// back before this returns. std::nullopt when the thread vanished or the
-    /// call did not return within timeout_ms (it is then still running it).
+    /// call did not return within timeout_ms (it is then still running it:
+    /// is_stuck(); with a return frame it is also taken back, taken_back()).
     std::optional<std::uint64_t> call(target_addr function, std::span<const std::uint64_t> args, int timeout_ms,
                                       const other_stop_handler& others);
 
@@ -60,15 +72,25 @@ public:
     /// A call did not return in time: the thread is still running it, and
     /// nothing more may be done with it (no call, no restore).
     bool is_stuck() const { return stuck_; }
+    /// The stuck call returns through its frame: when it ends, the thread
+    /// puts itself back as restore() would (its kept-back signal was sent
+    /// to it again, pending until then), traced or not.
+    bool taken_back() const { return taken_back_; }
     const thread_state& saved() const { return saved_; }
 
 private:
+    /// Stops every task, then either finds the call returned meanwhile
+    /// (true) or sends its return through the frame at `slot` (false).
+    bool take_back(target_addr slot, const other_stop_handler& others);
+
     traced_process& process_;
     tid_t tid_;
     thread_state saved_;
+    target_addr sigreturn_;
     int kept_signal_ = 0;
     bool restored_ = false;
     bool stuck_ = false;
+    bool taken_back_ = false;
 };
 
 /// Waits, at most until `deadline` (seconds on the seconds_since_start()

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include <signal.h>
@@ -32,6 +33,12 @@ public:
     std::uint64_t signal_mask() const { return sigmask_; }
     /// Bytes of the XSAVE area (0 when the kernel offers none).
     std::size_t xstate_size() const { return xstate_.size(); }
+    /// The XSAVE area as PTRACE_GETREGSET NT_X86_XSTATE gave it (standard
+    /// format; its sw_reserved bytes hold the kernel's signal-frame
+    /// description); empty when the kernel offers none.
+    std::span<const std::uint8_t> xstate() const { return xstate_; }
+    /// The legacy FP image (PTRACE_GETFPREGS: the 512-byte FXSAVE layout).
+    const user_fpregs_struct& fpregs() const { return fpregs_; }
 
     /// True when the task stopped inside a system call that the kernel will
     /// restart on resume (rax holds -ERESTARTSYS, -ERESTARTNOINTR,

@@ -18,17 +18,26 @@
 #include <elf.h>
 #include <sys/ptrace.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
 
+#include "base/change_journal.hpp"
+#include "ptrace/process_memory.hpp"
 #include "ptrace/remote_call.hpp"
+#include "ptrace/return_frame_x86_64.hpp"
 #include "ptrace/traced_process.hpp"
 #include "tests/support/support.hpp"
 
 using namespace tdctl;
+using tdctl::journal_storage;
+using tdctl::change_journal;
 using namespace std::chrono_literals;
 
 namespace {
@@ -39,7 +48,7 @@ constexpr std::uint64_t clobber_result = 0x5ca1ab1e;   // what the fixture's clo
 struct holder_target {
     test::child_process process;
     pid_t tid = 0;
-    std::uint64_t clobber = 0, loop_begin = 0, loop_end = 0;
+    std::uint64_t clobber = 0, loop_begin = 0, loop_end = 0, slow = 0;
 
     explicit holder_target(bool avx512)
         : process(test::child_process::spawn(avx512 ? std::vector<std::string>{test::fixture_path("xstate_target"),
@@ -48,8 +57,8 @@ struct holder_target {
     {
         std::string line = process.require_line(10000ms);
         int pid = 0;
-        REQUIRE_MESSAGE(std::sscanf(line.c_str(), "ready %d tid=%d clobber=%lx loop=%lx-%lx", &pid, &tid, &clobber,
-                                    &loop_begin, &loop_end) == 5,
+        REQUIRE_MESSAGE(std::sscanf(line.c_str(), "ready %d tid=%d clobber=%lx loop=%lx-%lx slow=%lx", &pid, &tid,
+                                    &clobber, &loop_begin, &loop_end, &slow) == 6,
                         line);
     }
 };
@@ -217,4 +226,165 @@ TEST_CASE("a remote call that overwrites zmm0-31 and k0-7 (AVX-512): all put bac
         return;
     }
     run_rounds(true);
+}
+
+namespace {
+
+/// A call that outlasts its time limit (xstate_clobber_slow(call_ms) with a
+/// limit of limit_ms) on thread `tid`, taken back, then tdctl's part ends:
+/// detach. The call returns later, with no tracer; only its frame can give
+/// the thread its registers back.
+void outlast_and_detach(std::unique_ptr<ptrace::traced_process> process, holder_target& t, pid_t tid,
+                        unsigned call_ms, int limit_ms)
+{
+    auto sigreturn = ptrace::find_sigreturn_code(t.process.pid(), process->memory());
+    REQUIRE(sigreturn.has_value());
+    {
+        ptrace::hijacked_thread h(*process, tid_t{tid}, *sigreturn);
+        process->release_all();
+        auto others = [&](const ptrace::stop_event& ev) { let_go(*process, ev); };
+        const std::uint64_t args[] = {call_ms};
+        auto rax = h.call(target_addr{t.slow}, args, limit_ms, others);
+        CHECK_FALSE(rax.has_value());
+        CHECK(h.is_stuck());
+        CHECK(h.taken_back());
+    }
+    process->set_call_marker(target_addr{});
+    process->detach();
+}
+
+bool avx512_here()
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f");
+}
+
+}  // namespace
+
+// Before the way back, a call past its limit was left to return to the
+// call marker, and the thread died of SIGSEGV there once tdctl had gone.
+TEST_CASE("a remote call past its time limit is taken back: returning untraced, the thread is itself again")
+{
+    test::require_ptrace();
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx"))
+        test::skip_test("this CPU has no AVX");
+    const bool avx512 = avx512_here();
+    holder_target t(avx512);
+    holder_check before = check(t);
+    REQUIRE(before.bad == 0);
+    for (int round = 0; round < 3; ++round) {
+        CAPTURE(round);
+        outlast_and_detach(attach_in_loop(t), t, t.tid, 400, 100);
+        std::this_thread::sleep_for(400ms);   // the call returns meanwhile, through its frame
+        REQUIRE_FALSE(t.process.wait_exit(0ms).has_value());
+        holder_check c = check(t);
+        CHECK(c.passes > before.passes);
+        CHECK(c.ymm_upper == 0);
+        CHECK(c.xmm == 0);
+        CHECK(c.mxcsr == 0);
+        CHECK(c.fcw == 0);
+        CHECK(c.zmm_upper == 0);
+        CHECK(c.zmm_high == 0);
+        CHECK(c.opmask == 0);
+        CHECK(c.bad == 0);
+        before = c;
+    }
+}
+
+// The main thread waits in read() on stdin (fgets). Taken back, it must
+// start that read again, as the kernel restarts an interrupted call: with
+// EINTR fgets would return NULL and the fixture would end.
+TEST_CASE("a thread taken back out of a blocking read(): the read starts again, no EINTR")
+{
+    test::require_ptrace();
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx"))
+        test::skip_test("this CPU has no AVX");
+    holder_target t(false);
+    REQUIRE(check(t).bad == 0);
+    for (int round = 0; round < 3; ++round) {
+        CAPTURE(round);
+        std::this_thread::sleep_for(20ms);   // main is back in read() after answering
+        auto process = ptrace::traced_process::attach(t.process.pid());
+        auto state = ptrace::thread_state::read(tid_t{t.process.pid()});
+        REQUIRE(state.has_value());
+        REQUIRE_MESSAGE(state->in_restartable_syscall(), "main is not in a system call");
+        CHECK(state->general().raw().orig_rax == 0);   // read
+        outlast_and_detach(std::move(process), t, t.process.pid(), 300, 50);
+        std::this_thread::sleep_for(300ms);
+        REQUIRE_FALSE(t.process.wait_exit(0ms).has_value());
+        holder_check c = check(t);   // main read the line: its read() was restarted
+        CHECK(c.bad == 0);
+    }
+    REQUIRE_FALSE(t.process.wait_exit(0ms).has_value());
+}
+
+// The tracer dies (SIGKILL) while the thread runs a call. The process that
+// keeps the shared journal (tdctl's first process; here this test, as
+// cmd/guardian.cpp does it) puts every entry back: the return slot gets its
+// original, the way to rt_sigreturn, and the call, returning later with no
+// tracer, lands on its frame. Before, the slot's original was whatever the
+// stack held, and the thread jumped there.
+TEST_CASE("the tracer SIGKILLed during a remote call: the keeper of the journal puts the slot back, the thread lives")
+{
+    test::require_ptrace();
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx"))
+        test::skip_test("this CPU has no AVX");
+    holder_target t(avx512_here());
+    holder_check before = check(t);
+    REQUIRE(before.bad == 0);
+    journal_storage& storage = journal_storage::create_shared(256);
+    int ready[2];
+    REQUIRE(::pipe(ready) == 0);
+    const pid_t pid = t.process.pid();
+    pid_t tracer = ::fork();
+    REQUIRE(tracer >= 0);
+    if (tracer == 0) {
+        // The tracer: no test macros here, only an exit status.
+        int status = 3;
+        try {
+            storage.hold_as_tracer();
+            auto process = ptrace::traced_process::attach(pid);
+            for (int tries = 0; tries < 200; ++tries) {
+                auto regs = ptrace::registers::read(tid_t{t.tid});
+                if (regs && regs->pc().value >= t.loop_begin && regs->pc().value <= t.loop_end)
+                    break;
+                process->release_all();
+                std::this_thread::sleep_for(1ms);
+                process->stop_all();
+            }
+            auto sigreturn = ptrace::find_sigreturn_code(pid, process->memory());
+            if (sigreturn) {
+                ptrace::hijacked_thread h(*process, tid_t{t.tid}, *sigreturn);
+                process->release_all();
+                char c = 'x';
+                (void)!::write(ready[1], &c, 1);
+                auto others = [&](const ptrace::stop_event& ev) { let_go(*process, ev); };
+                const std::uint64_t args[] = {800};
+                (void)h.call(target_addr{t.slow}, args, 20000, others);
+            }
+        } catch (...) {
+        }
+        ::_exit(status);
+    }
+    ::close(ready[1]);
+    char c = 0;
+    REQUIRE(::read(ready[0], &c, 1) == 1);
+    ::close(ready[0]);
+    std::this_thread::sleep_for(150ms);   // the call runs: 800 ms of sleep
+    ::kill(tracer, SIGKILL);
+    int raw = 0;
+    REQUIRE(::waitpid(tracer, &raw, 0) == tracer);
+    CHECK(WIFSIGNALED(raw));
+    CHECK(storage.wait_for_tracer_death(2000) == journal_storage::tracer_state::dead);
+    ptrace::process_memory memory(pid);
+    auto tally = change_journal::restore_abandoned(storage, memory);
+    CHECK(tally.restored >= 1);   // the return slot
+    std::this_thread::sleep_for(900ms);   // the call returns, untraced
+    REQUIRE_FALSE(t.process.wait_exit(0ms).has_value());
+    holder_check c2 = check(t);
+    CHECK(c2.passes > before.passes);
+    CHECK(c2.bad == 0);
 }
