@@ -108,7 +108,23 @@ std::optional<std::uint64_t> hijacked_thread::call(target_addr function, std::sp
     auto after = registers::read(tid_);
     if (!after)
         return std::nullopt;
-    return after->raw().rax;
+    const std::uint64_t rax = after->raw().rax;
+    if (!frame.empty())
+        park_on_frame(slot);
+    return rax;
+}
+
+void hijacked_thread::park_on_frame(target_addr slot)
+{
+    auto regs = registers::read(tid_);
+    if (!regs)
+        return;
+    user_regs_struct r = regs->raw();
+    r.rip = sigreturn_.value;
+    r.rsp = slot.value + 8;   // as the call's `ret` left it: the frame at rsp - 8
+    r.orig_rax = ~0ull;
+    if (registers::from_raw(r).write(tid_) && process_.park_signal_stop(tid_))
+        parked_ = true;
 }
 
 bool hijacked_thread::take_back(target_addr slot, const other_stop_handler& others)
@@ -148,7 +164,12 @@ void hijacked_thread::restore()
     if (process_.find(tid_) == nullptr)
         return;
     saved_.write(tid_);
-    process_.restore_pending_signal(tid_, kept_signal_);
+    // From an event stop the kernel drops a signal given at restart: send
+    // it instead (pending, delivered once the thread runs with its mask).
+    if (parked_ && kept_signal_ != 0)
+        (void)::syscall(SYS_tgkill, process_.pid(), tid_.value, kept_signal_);
+    else
+        process_.restore_pending_signal(tid_, kept_signal_);
     process_.resume(tid_);
 }
 

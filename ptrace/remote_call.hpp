@@ -82,6 +82,11 @@ private:
     /// Stops every task, then either finds the call returned meanwhile
     /// (true) or sends its return through the frame at `slot` (false).
     bool take_back(target_addr slot, const other_stop_handler& others);
+    /// After a return with a frame: the thread waits, out of its SIGSEGV
+    /// stop, on the rt_sigreturn that would put it back (the frame is still
+    /// on its stack), so a tracer's death before the next call or
+    /// restore() lets it go as itself.
+    void park_on_frame(target_addr slot);
 
     traced_process& process_;
     tid_t tid_;
@@ -91,6 +96,7 @@ private:
     bool restored_ = false;
     bool stuck_ = false;
     bool taken_back_ = false;
+    bool parked_ = false;   // in an event stop: a signal given at resume would be dropped
 };
 
 /// Waits, at most until `deadline` (seconds on the seconds_since_start()

@@ -1359,6 +1359,16 @@ void traced_process::park(task& t)
     }
 }
 
+bool traced_process::park_signal_stop(tid_t tid)
+{
+    task* t = find_task(tid);
+    if (t == nullptr || !t->stopped || t->exiting || gone_ || !t->trap_site.is_null())
+        return false;
+    t->in_trap_stop = true;   // park() moves tasks out of signal-delivery-stops of ours
+    park(*t);
+    return t->stopped && !t->in_trap_stop;
+}
+
 void traced_process::stop_running()
 {
     if (gone_)

@@ -224,6 +224,13 @@ public:
     /// Keeps a stopped task stopped across release_all() until resume(tid)
     /// (as if it had a stop the owner has not handled).
     void keep_stopped(tid_t tid);
+    /// Moves a stopped task out of its signal-delivery-stop (a remote
+    /// call's return, call_returned) into a PTRACE_EVENT_STOP at the same
+    /// place, without running an instruction or delivering the signal: were
+    /// the tracer to die now, the kernel would let it go with nothing
+    /// pending. It stays stopped for the owner. False if it is gone or not
+    /// stopped.
+    bool park_signal_stop(tid_t tid);
     /// The task is in group-stop, exiting or in vfork(): it cannot run code for us.
     bool is_unfit_for_call(tid_t tid) const;
 

@@ -168,8 +168,10 @@ void let_go(ptrace::traced_process& process, const ptrace::stop_event& ev)
 void clobber_and_restore(holder_target& t, bool avx512)
 {
     auto process = attach_in_loop(t);
+    auto sigreturn = ptrace::find_sigreturn_code(t.process.pid(), process->memory());
+    REQUIRE(sigreturn.has_value());
     {
-        ptrace::hijacked_thread h(*process, tid_t{t.tid});
+        ptrace::hijacked_thread h(*process, tid_t{t.tid}, *sigreturn);
         process->release_all();
         auto others = [&](const ptrace::stop_event& ev) { let_go(*process, ev); };
         for (int call = 0; call < 2; ++call) {
@@ -320,13 +322,15 @@ TEST_CASE("a thread taken back out of a blocking read(): the read starts again, 
     REQUIRE_FALSE(t.process.wait_exit(0ms).has_value());
 }
 
-// The tracer dies (SIGKILL) while the thread runs a call. The process that
+// The tracer dies (SIGKILL) while the thread is hijacked. The process that
 // keeps the shared journal (tdctl's first process; here this test, as
-// cmd/guardian.cpp does it) puts every entry back: the return slot gets its
-// original, the way to rt_sigreturn, and the call, returning later with no
-// tracer, lands on its frame. Before, the slot's original was whatever the
-// stack held, and the thread jumped there.
-TEST_CASE("the tracer SIGKILLed during a remote call: the keeper of the journal puts the slot back, the thread lives")
+// cmd/guardian.cpp does it) puts every entry back. During a call, the return
+// slot gets its original, the way to rt_sigreturn, and the call, returning
+// later with no tracer, lands on its frame (before, the slot's original was
+// whatever the stack held, and the thread jumped there). Between two calls
+// the thread waits parked on that rt_sigreturn (before, it sat in the
+// SIGSEGV stop of its return, and the kernel delivered that SIGSEGV).
+TEST_CASE("the tracer SIGKILLed while a thread is hijacked: during a call or between two, the thread lives as itself")
 {
     test::require_ptrace();
     __builtin_cpu_init();
@@ -335,56 +339,68 @@ TEST_CASE("the tracer SIGKILLed during a remote call: the keeper of the journal 
     holder_target t(avx512_here());
     holder_check before = check(t);
     REQUIRE(before.bad == 0);
-    journal_storage& storage = journal_storage::create_shared(256);
-    int ready[2];
-    REQUIRE(::pipe(ready) == 0);
     const pid_t pid = t.process.pid();
-    pid_t tracer = ::fork();
-    REQUIRE(tracer >= 0);
-    if (tracer == 0) {
-        // The tracer: no test macros here, only an exit status.
-        int status = 3;
-        try {
-            storage.hold_as_tracer();
-            auto process = ptrace::traced_process::attach(pid);
-            for (int tries = 0; tries < 200; ++tries) {
-                auto regs = ptrace::registers::read(tid_t{t.tid});
-                if (regs && regs->pc().value >= t.loop_begin && regs->pc().value <= t.loop_end)
-                    break;
-                process->release_all();
-                std::this_thread::sleep_for(1ms);
-                process->stop_all();
+    for (bool during_call : {true, false}) {
+        CAPTURE(during_call);
+        // A block of its own per tracer (the last one's mutex is this process's now).
+        journal_storage& storage = journal_storage::create_shared(256);
+        int ready[2];
+        REQUIRE(::pipe(ready) == 0);
+        pid_t tracer = ::fork();
+        REQUIRE(tracer >= 0);
+        if (tracer == 0) {
+            // The tracer: no test macros here, only an exit status.
+            try {
+                storage.hold_as_tracer();
+                auto process = ptrace::traced_process::attach(pid);
+                for (int tries = 0; tries < 200; ++tries) {
+                    auto regs = ptrace::registers::read(tid_t{t.tid});
+                    if (regs && regs->pc().value >= t.loop_begin && regs->pc().value <= t.loop_end)
+                        break;
+                    process->release_all();
+                    std::this_thread::sleep_for(1ms);
+                    process->stop_all();
+                }
+                auto sigreturn = ptrace::find_sigreturn_code(pid, process->memory());
+                if (sigreturn) {
+                    ptrace::hijacked_thread h(*process, tid_t{t.tid}, *sigreturn);
+                    process->release_all();
+                    auto others = [&](const ptrace::stop_event& ev) { let_go(*process, ev); };
+                    char c = 'x';
+                    if (during_call) {
+                        (void)!::write(ready[1], &c, 1);
+                        const std::uint64_t args[] = {800};
+                        (void)h.call(target_addr{t.slow}, args, 20000, others);
+                    } else {
+                        (void)h.call(target_addr{t.clobber}, {}, 10000, others);
+                        (void)!::write(ready[1], &c, 1);
+                        for (;;)
+                            ::pause();
+                    }
+                }
+            } catch (...) {
             }
-            auto sigreturn = ptrace::find_sigreturn_code(pid, process->memory());
-            if (sigreturn) {
-                ptrace::hijacked_thread h(*process, tid_t{t.tid}, *sigreturn);
-                process->release_all();
-                char c = 'x';
-                (void)!::write(ready[1], &c, 1);
-                auto others = [&](const ptrace::stop_event& ev) { let_go(*process, ev); };
-                const std::uint64_t args[] = {800};
-                (void)h.call(target_addr{t.slow}, args, 20000, others);
-            }
-        } catch (...) {
+            ::_exit(3);
         }
-        ::_exit(status);
+        ::close(ready[1]);
+        char c = 0;
+        REQUIRE(::read(ready[0], &c, 1) == 1);
+        ::close(ready[0]);
+        std::this_thread::sleep_for(150ms);   // during a call: 150 ms into its 800 ms of sleep
+        ::kill(tracer, SIGKILL);
+        int raw = 0;
+        REQUIRE(::waitpid(tracer, &raw, 0) == tracer);
+        CHECK(WIFSIGNALED(raw));
+        CHECK(storage.wait_for_tracer_death(2000) == journal_storage::tracer_state::dead);
+        ptrace::process_memory memory(pid);
+        auto tally = change_journal::restore_abandoned(storage, memory);
+        if (during_call)
+            CHECK(tally.restored >= 1);   // the return slot
+        std::this_thread::sleep_for(900ms);   // the call returns, untraced
+        REQUIRE_FALSE(t.process.wait_exit(0ms).has_value());
+        holder_check after = check(t);
+        CHECK(after.passes > before.passes);
+        CHECK(after.bad == 0);
+        before = after;
     }
-    ::close(ready[1]);
-    char c = 0;
-    REQUIRE(::read(ready[0], &c, 1) == 1);
-    ::close(ready[0]);
-    std::this_thread::sleep_for(150ms);   // the call runs: 800 ms of sleep
-    ::kill(tracer, SIGKILL);
-    int raw = 0;
-    REQUIRE(::waitpid(tracer, &raw, 0) == tracer);
-    CHECK(WIFSIGNALED(raw));
-    CHECK(storage.wait_for_tracer_death(2000) == journal_storage::tracer_state::dead);
-    ptrace::process_memory memory(pid);
-    auto tally = change_journal::restore_abandoned(storage, memory);
-    CHECK(tally.restored >= 1);   // the return slot
-    std::this_thread::sleep_for(900ms);   // the call returns, untraced
-    REQUIRE_FALSE(t.process.wait_exit(0ms).has_value());
-    holder_check c2 = check(t);
-    CHECK(c2.passes > before.passes);
-    CHECK(c2.bad == 0);
 }
