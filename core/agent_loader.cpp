@@ -73,7 +73,7 @@ constexpr std::array<unsigned char, 75> loader_routine{
 
 /// libc functions the load calls, by address in the target.
 struct libc_functions {
-    target_addr mmap, mprotect, munmap, memfd_create, close, pthread_create, dlopen, dlerror;
+    target_addr mmap, mprotect, munmap, memfd_create, close, pthread_create, pthread_detach, dlopen, dlerror;
 };
 
 bool cancelled(int cancel_fd)
@@ -275,6 +275,7 @@ libc_functions injection::find_libc()
     f.memfd_create = need("memfd_create");
     f.close = need("close");
     f.pthread_create = need("pthread_create");
+    f.pthread_detach = need("pthread_detach");
     return f;
 }
 
@@ -541,6 +542,14 @@ agent_load_report injection::run(tid_t tid, const libc_functions& libc)
                                                 page_.value, data_.value}, "pthread_create"));
             if (rc != 0)
                 throw error::target(fmt::format("pthread_create in the target failed: {}", std::strerror(rc)));
+            // Nobody joins the loader thread: detached, its stack and record
+            // go when it ends (joinable, they stayed for good: an 8 MiB
+            // mapping and a dead thread in every list of the threads).
+            std::uint64_t loader = 0;
+            if (process_.memory().read_value(data_ + block::thread, loader) && loader != 0)
+                if (std::int64_t d = static_cast<std::int64_t>(call(h, libc.pthread_detach, {loader}, "pthread_detach"));
+                    d != 0)
+                    log::warning("pthread_detach of the loader thread in the target failed: {}", std::strerror(d));
         } catch (...) {
             undo_page(h, libc, target_fd);
             h.restore();

@@ -9,6 +9,7 @@
 // left unchanged.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <regex>
@@ -160,6 +161,18 @@ TEST_CASE("fresh targets: each injection leaves every thread as it was")
         CHECK(c.avx_bad == 0);
         CHECK(c.wakes == before.wakes + 1);
         CHECK(memfd_descriptors(target.pid()) == 0);
+        // The loader thread was detached: once it ended, glibc lists no
+        // record without a thread (joinable, it stayed as a dead thread
+        // with its 8 MiB stack for good).
+        CHECK(wait_until(
+            [&] {
+                tdctl_run listed = run_tdctl({"--json", "-p", std::to_string(target.pid()), "-e", "threads"});
+                auto rows = listed.of_type("thread");
+                return !rows.empty() && std::none_of(rows.begin(), rows.end(), [](const json& row) {
+                    return row.value("state", "") == "zombie" || row.value("state", "") == "starting";
+                });
+            },
+            5000ms));
         // The agent is there now: an attach with --agent reuses it and the
         // tdagent backend answers (without --agent, nptl serves).
         tdctl_run threads =
