@@ -51,6 +51,8 @@ namespace block {
 constexpr std::uint64_t dlopen = 0, dlerror = 8, close = 16, munmap = 24, marker = 32;
 constexpr std::uint64_t handle = 40, error = 48, fd = 56, traced = 64, done = 72, size = 80, base = 88;
 constexpr std::uint64_t path = 96, memfd_name = 128, thread = 160;
+constexpr std::uint64_t timeout = 176;   // struct timespec: one wait for tdctl
+constexpr std::uint64_t waits = 192;     // 32-bit: how many such waits at most
 }  // namespace block
 
 // The loader thread's start routine (x86_64, System V; rdi = the block):
@@ -58,18 +60,23 @@ constexpr std::uint64_t path = 96, memfd_name = 128, thread = 160;
 //   lea rdi,[rbx+path]; mov esi,RTLD_NOW; call [rbx+dlopen]; mov [rbx+handle],rax
 //   test rax,rax; jnz 1f; call [rbx+dlerror]; mov [rbx+error],rax
 // 1: mov rdi,[rbx+fd]; call [rbx+close]; mov qword [rbx+done],1
-//   cmp qword [rbx+traced],0; je 2f
-//   mov rax,[rbx+marker]; pop rbx; jmp rax      -- tdctl waits: fault at the marker
-// 2: mov rax,[rbx+munmap]; mov rdi,[rbx+base]; mov rsi,[rbx+size]; pop rbx
-//   jmp rax                                       -- alone: munmap(both pages) returns to start_thread
-// The fault leaves rsp at the routine's entry, on start_thread's return
-// address, so tdctl can send it on to munmap the same way.
-constexpr std::array<unsigned char, 75> loader_routine{
+// 2: cmp qword [rbx+traced],0; je 3f             -- tdctl has read the outcome
+//   dec dword [rbx+waits]; jz 3f                  -- or waited long enough
+//   futex(&traced, FUTEX_WAIT_PRIVATE, 1, &timeout, 0, 0); jmp 2b
+// 3: mov rax,[rbx+munmap]; mov rdi,[rbx+base]; mov rsi,[rbx+size]; pop rbx
+//   jmp rax                                       -- munmap(both pages) returns to start_thread
+// It never faults and never needs tdctl to end: tdctl reads the outcome
+// once `done` is set, then puts `traced` back to 0; so does the guardian
+// after a tracer's death (the word is journaled), and the thread goes on
+// alone within one timeout.
+constexpr std::array<unsigned char, 112> loader_routine{
     0x53, 0x48, 0x89, 0xfb, 0x48, 0x8d, 0x7b, 0x60, 0xbe, 0x02, 0x00, 0x00, 0x00, 0xff, 0x13, 0x48, 0x89,
     0x43, 0x28, 0x48, 0x85, 0xc0, 0x75, 0x07, 0xff, 0x53, 0x08, 0x48, 0x89, 0x43, 0x30, 0x48, 0x8b, 0x7b,
     0x38, 0xff, 0x53, 0x10, 0x48, 0xc7, 0x43, 0x48, 0x01, 0x00, 0x00, 0x00, 0x48, 0x83, 0x7b, 0x40, 0x00,
-    0x74, 0x07, 0x48, 0x8b, 0x43, 0x20, 0x5b, 0xff, 0xe0, 0x48, 0x8b, 0x43, 0x18, 0x48, 0x8b, 0x7b, 0x58,
-    0x48, 0x8b, 0x73, 0x50, 0x5b, 0xff, 0xe0};
+    0x74, 0x2c, 0xff, 0x8b, 0xc0, 0x00, 0x00, 0x00, 0x74, 0x24, 0x48, 0x8d, 0x7b, 0x40, 0xbe, 0x80, 0x00,
+    0x00, 0x00, 0xba, 0x01, 0x00, 0x00, 0x00, 0x4c, 0x8d, 0x93, 0xb0, 0x00, 0x00, 0x00, 0x45, 0x31, 0xc0,
+    0x45, 0x31, 0xc9, 0xb8, 0xca, 0x00, 0x00, 0x00, 0x0f, 0x05, 0xeb, 0xcd, 0x48, 0x8b, 0x43, 0x18, 0x48,
+    0x8b, 0x7b, 0x58, 0x48, 0x8b, 0x73, 0x50, 0x5b, 0xff, 0xe0};
 
 /// libc functions the load calls, by address in the target.
 struct libc_functions {
@@ -194,17 +201,20 @@ private:
     std::uint64_t call(ptrace::hijacked_thread& h, target_addr fn, std::initializer_list<std::uint64_t> args,
                        const char* what);
     void undo_page(ptrace::hijacked_thread& h, const libc_functions& libc, int target_fd);
-    void journal_bytes(target_addr at, std::span<const std::byte> bytes);
-    tid_t wait_for_loader();
-    std::string finish_loader(tid_t loader, const libc_functions& libc);
+    void write_bytes(target_addr at, std::span<const std::byte> bytes);
+    /// Waits (passing other stops on) until the routine has set `done`;
+    /// false at the time limit.
+    bool wait_for_loader();
+    /// Reads dlopen's outcome, then tells the routine it may end (`traced`
+    /// back to 0) and waits for the loader thread to end. The reason when
+    /// dlopen failed, else "".
+    std::string finish_loader();
     void forget_page();
-    void keep_only_flag();
-    /// The journal entry (16-byte piece of the block) that holds `traced`.
-    target_addr flag_entry() const { return data_ + (block::traced - block::traced % 16); }
+    /// The journal entry of the block's `traced` word (8 bytes).
+    target_addr flag_entry() const { return data_ + block::traced; }
     void pass_time(int ms);
-    /// A stop that is not the hijacked thread's return: the loader thread at
-    /// the marker (it may finish before pthread_create has returned) is kept;
-    /// the rest goes to the session.
+    /// A stop that is not the hijacked thread's return goes to the session;
+    /// the hijacked thread's clone names the loader thread.
     void other_stop(const stop_event& ev);
 
     ptrace::traced_process& process_;
@@ -214,7 +224,8 @@ private:
     int cancel_fd_;
     target_addr page_;   // the routine's page; the block's follows it
     target_addr data_;
-    tid_t loader_at_marker_;
+    tid_t hijacked_;
+    tid_t loader_;   // the thread pthread_create started (from the hijacked thread's clone)
     std::vector<target_addr> journaled_;   // entries in the page, forgotten once it is unmapped
 };
 
@@ -353,14 +364,14 @@ std::uint64_t injection::call(ptrace::hijacked_thread& h, target_addr fn, std::i
     return *rax;
 }
 
-void injection::journal_bytes(target_addr at, std::span<const std::byte> bytes)
+void injection::write_bytes(target_addr at, std::span<const std::byte> bytes)
 {
-    for (std::size_t off = 0; off < bytes.size(); off += 16) {
-        auto piece = bytes.subspan(off, std::min<std::size_t>(16, bytes.size() - off));
-        if (!process_.journal().write(at + off, piece, change_kind::injected))
-            throw error::target(fmt::format("cannot write the loader page at {:#x}", (at + off).value));
-        journaled_.push_back(at + off);
-    }
+    // Not journaled: the two pages are tdctl's own mapping, which nothing
+    // but the loader thread ever runs or reads. Put back to zeros by the
+    // guardian after a tracer's death, they were pulled from under a loader
+    // thread just started, which then faulted on a page of zeros.
+    if (!process_.memory().write(at, bytes))
+        throw error::target(fmt::format("cannot write the loader page at {:#x}", at.value));
 }
 
 void injection::set_up_page(ptrace::hijacked_thread& h, const libc_functions& libc)
@@ -372,7 +383,7 @@ void injection::set_up_page(ptrace::hijacked_thread& h, const libc_functions& li
     page_ = target_addr{page};
     data_ = page_ + page_bytes;
     constexpr char name[] = "libtdagent.so";
-    journal_bytes(data_ + block::memfd_name, std::as_bytes(std::span(name)));
+    write_bytes(data_ + block::memfd_name, std::as_bytes(std::span(name)));
 }
 
 void injection::fill_memfd(int target_fd)
@@ -396,13 +407,23 @@ void injection::fill_memfd(int target_fd)
 void injection::write_block(const libc_functions& libc, int target_fd)
 {
     std::array<std::uint64_t, 12> words{libc.dlopen.value, libc.dlerror.value, libc.close.value, libc.munmap.value,
-                                        ptrace::call_marker.value, 0, 0, static_cast<std::uint64_t>(target_fd),
-                                        1 /* traced */, 0, mapping_bytes, page_.value};
-    journal_bytes(data_, std::as_bytes(std::span(words)));
+                                        0 /* unused */, 0, 0, static_cast<std::uint64_t>(target_fd),
+                                        0 /* traced: below */, 0, mapping_bytes, page_.value};
+    write_bytes(data_, std::as_bytes(std::span(words)));
     std::array<char, 32> path{};
     fmt::format_to_n(path.data(), path.size() - 1, "/proc/self/fd/{}", target_fd);
-    journal_bytes(data_ + block::path, std::as_bytes(std::span(path)));
-    journal_bytes(page_, std::as_bytes(std::span(loader_routine)));
+    write_bytes(data_ + block::path, std::as_bytes(std::span(path)));
+    write_bytes(page_, std::as_bytes(std::span(loader_routine)));
+    // One wait of the routine for tdctl: 5 ms, at most 2,000 times (10 s).
+    const std::array<std::uint64_t, 2> timeout{0, 5'000'000};
+    write_bytes(data_ + block::timeout, std::as_bytes(std::span(timeout)));
+    const std::uint32_t waits = 2000;
+    write_bytes(data_ + block::waits, std::as_bytes(std::span(&waits, 1)));
+    // The one journaled word: any restore (tdctl killed, a time limit) sets
+    // it back to 0, which tells the routine to clean up alone.
+    if (!process_.journal().write_value(flag_entry(), std::uint64_t{1}, change_kind::injected))
+        throw error::target(fmt::format("cannot write the loader block at {:#x}", data_.value));
+    journaled_.push_back(flag_entry());
 }
 
 void injection::undo_page(ptrace::hijacked_thread& h, const libc_functions& libc, int target_fd)
@@ -430,21 +451,6 @@ void injection::undo_page(ptrace::hijacked_thread& h, const libc_functions& libc
     forget_page();
 }
 
-void injection::keep_only_flag()
-{
-    // The page is the loader thread's now: putting its code back to zeros
-    // under it would be harm, not repair. Only the `traced` flag stays
-    // journaled, so that any restore (tdctl killed, time limit) tells the
-    // routine to clean up alone.
-    const target_addr flag = flag_entry();
-    std::erase_if(journaled_, [&](target_addr a) {
-        if (a == flag)
-            return false;
-        process_.journal().forget(a);
-        return true;
-    });
-}
-
 void injection::forget_page()
 {
     for (target_addr a : journaled_)
@@ -454,29 +460,25 @@ void injection::forget_page()
 
 void injection::other_stop(const stop_event& ev)
 {
-    if (ev.kind == stop_kind::call_returned)
-        loader_at_marker_ = ev.tid;
-    else
-        others_(ev);
+    if (ev.kind == stop_kind::thread_created && ev.tid == hijacked_)
+        loader_ = ev.child;
+    others_(ev);
 }
 
-tid_t injection::wait_for_loader()
+bool injection::wait_for_loader()
 {
-    if (loader_at_marker_.value != 0)
-        return loader_at_marker_;
     const double deadline = seconds_since_start() + dlopen_limit_seconds;
     while (seconds_since_start() < deadline && process_.is_alive()) {
-        auto ev = process_.next_event(50);
-        if (!ev)
-            continue;
-        if (ev->kind == stop_kind::call_returned)
-            return ev->tid;
-        others_(*ev);
+        std::uint64_t done = 0;
+        if (process_.memory().read_value(data_ + block::done, done) && done != 0)
+            return true;
+        if (auto ev = process_.next_event(2))
+            others_(*ev);
     }
-    return tid_t{};
+    return false;
 }
 
-std::string injection::finish_loader(tid_t loader, const libc_functions& libc)
+std::string injection::finish_loader()
 {
     std::uint64_t handle = 0, message = 0;
     process_.memory().read_value(data_ + block::handle, handle);
@@ -484,24 +486,15 @@ std::string injection::finish_loader(tid_t loader, const libc_functions& libc)
     std::string why;
     if (handle == 0)
         why = message ? read_target_string(process_.memory(), target_addr{message}, 512).value_or("?") : "no reason";
-    // Sent on to munmap its page: the call returns to start_thread, which ends the thread.
-    if (auto r = ptrace::registers::read(loader)) {
-        user_regs_struct regs = r->raw();
-        regs.rip = libc.munmap.value;
-        regs.rdi = page_.value;
-        regs.rsi = mapping_bytes;
-        regs.orig_rax = ~0ull;
-        ptrace::registers::from_raw(regs).write(loader);
-    }
+    // Read: the routine may unmap its pages and end (within one 5 ms wait).
+    process_.journal().restore(flag_entry());
     forget_page();
-    process_.resume(loader);
-    // It ends at once (munmap, then start_thread's exit): wait, so that the
-    // session starts without it.
+    // Wait for it, so that the session starts without it.
     const double deadline = seconds_since_start() + 2.0;
-    bool gone = false;
+    bool gone = loader_.value == 0;
     while (!gone && seconds_since_start() < deadline && process_.is_alive())
         if (auto ev = process_.next_event(50)) {
-            gone = ev->kind == stop_kind::thread_exited && ev->tid == loader;
+            gone = ev->kind == stop_kind::thread_exited && ev->tid == loader_;
             others_(*ev);
         }
     return why;
@@ -512,6 +505,7 @@ agent_load_report injection::run(tid_t tid, const libc_functions& libc)
     agent_load_report report;
     const double start = seconds_since_start();
     report.hijacked = tid;
+    hijacked_ = tid;
     int target_fd = -1;
     {
         // With the way back through rt_sigreturn, a call past its time limit
@@ -558,10 +552,10 @@ agent_load_report injection::run(tid_t tid, const libc_functions& libc)
         }
         h.restore();
         report.hijack_ms = (seconds_since_start() - start) * 1000;
-        keep_only_flag();
     }
-    report.loader = wait_for_loader();
-    if (report.loader.value == 0) {
+    const bool done = wait_for_loader();
+    report.loader = loader_;
+    if (!done) {
         // Tell the routine it is alone: it unmaps its page itself when dlopen returns.
         process_.journal().restore(flag_entry());
         forget_page();
@@ -570,7 +564,7 @@ agent_load_report injection::run(tid_t tid, const libc_functions& libc)
                                         "target?); the loader thread goes on alone and cleans up after itself",
                                         dlopen_limit_seconds));
     }
-    std::string why = finish_loader(report.loader, libc);
+    std::string why = finish_loader();
     process_.stop_all();
     if (!why.empty())
         throw error::target(fmt::format("dlopen of the agent failed in the target: {}", why));
