@@ -260,8 +260,11 @@ bool runner::rusage_round(const std::string& which, const std::string& where)
         std::string why = f->err == ENOSYS ? "resource usage collection is not started (run `rusage start`)"
                           : f->err == ESRCH ? fmt::format("no thread {} in process {}", f->tid.value, session_->pid())
                                             : std::strerror(f->err);
+        // ENOSYS is the session's state, not one thread's: name what was asked.
+        const std::string asked = f->err == ENOSYS ? (which.empty() ? std::string("all") : which)
+                                                   : std::to_string(f->tid.value);
         out_.error(errno_name(f->err),
-                   fmt::format("{}: rusage collect {}: {} ({})", where, f->tid.value, errno_name(f->err), why));
+                   fmt::format("{}: rusage collect {}: {} ({})", where, asked, errno_name(f->err), why));
         return false;
     }
     if (round.process)

@@ -1,7 +1,6 @@
 // `threads`: the thread list, one row per record of the thread library and
 // per LWP without one.
 #include <cstdlib>
-#include <cxxabi.h>
 #include <memory>
 
 #include <fmt/format.h>
@@ -12,6 +11,7 @@
 #include "core/thread_list.hpp"
 #include "events/event_names.hpp"
 #include "ptrace/procfs.hpp"
+#include "symbols/demangle.hpp"
 
 namespace tdctl::cmd {
 
@@ -42,20 +42,6 @@ std::string state_of(const core::thread_entry& e)
     return e.info ? state_name(e.info->ti_state) : "unknown";
 }
 
-// A start routine's symbol as `bt` shows a function: C++ names demangled
-// (`ns::worker(void*)`), an offset ("+0x10") kept as it is.
-std::string demangled_symbol(const std::string& symbol)
-{
-    const auto plus = symbol.find('+');
-    const std::string name = symbol.substr(0, plus);
-    int status = 0;
-    std::unique_ptr<char, decltype(&std::free)> plain(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status),
-                                                      &std::free);
-    if (status != 0 || !plain)
-        return symbol;
-    return std::string(plain.get()) + (plus == std::string::npos ? std::string() : symbol.substr(plus));
-}
-
 thread_row row_of(core::session& session, const core::thread_entry& e, bool ns_column)
 {
     thread_row row;
@@ -71,9 +57,10 @@ thread_row row_of(core::session& session, const core::thread_entry& e, bool ns_c
         row.handle = e.handle.value;
     if (e.has_record && e.info) {
         auto start = reinterpret_cast<std::uint64_t>(e.info->ti_startfunc);
+        const auto* set = start ? session.modules_holding(target_addr{start}) : nullptr;
         row.info = thread_row::record_info{
             .startfunc = start,
-            .startsym = start ? demangled_symbol(session.modules().describe(target_addr{start})) : std::string(),
+            .startsym = set ? symbols::demangled(set->describe(target_addr{start})) : std::string(),
             .traceme = e.info->ti_traceme != 0,
             .events = events::format_event_set(e.info->ti_events),
         };

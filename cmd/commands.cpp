@@ -103,8 +103,9 @@ std::span<const command_entry> command_table()
          "  rwlock or join), read each mutex's owner (__owner; the futex word for robust\n"
          "  and PI mutexes), and print each cycle of the wait-for graph: every member's\n"
          "  TID, name, the mutex it holds and the one it wants (address, static symbol,\n"
-         "  kind) and its stack. Otherwise \"no deadlock\" with how many threads were\n"
-         "  blocked on mutexes and on other things. Every mutex wait is listed with its\n"
+         "  kind) and its stack. Otherwise \"no deadlock among mutexes\" with how many\n"
+         "  threads were blocked on mutexes and on other things (not analysed). Every\n"
+         "  mutex wait is listed with its\n"
          "  owner (\"owner gone\" when that is not a thread of the process). Needs no\n"
          "  agent. Found nothing: exit status 1 when it is a batch's last command."},
         {"sleep", {}, &runner::cmd_sleep,

@@ -35,13 +35,12 @@ json_record event_names(const std::vector<td_event_e>& list)
 
 const char* on_off(bool on) { return on ? "on" : "off"; }
 
-// "1 thread", "3 threads": a count with its noun.
+}  // namespace
+
 std::string count_of(std::size_t n, std::string_view noun)
 {
     return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
 }
-
-}  // namespace
 
 library_info library_of(core::session& session)
 {
@@ -407,8 +406,10 @@ json_record enable_count_record::json() const
 
 std::string enable_count_record::text() const
 {
-    return fmt::format("{} {}: event reporting {}", count,
-                       kind == which::ended ? "ended threads (not yet joined)" : "threads not started yet", on_off(on));
+    return fmt::format("{}: event reporting {}",
+                       kind == which::ended ? count_of(count, "ended thread") + " (not yet joined)"
+                                            : count_of(count, "thread") + " not started yet",
+                       on_off(on));
 }
 
 json_record no_message_record::json() const
@@ -434,7 +435,10 @@ json_record watch_end_record::json() const
     return rec;
 }
 
-std::string watch_end_record::text() const { return fmt::format("watch: {} messages ({})", messages, reason); }
+std::string watch_end_record::text() const
+{
+    return fmt::format("watch: {} ({})", count_of(messages, "message"), reason);
+}
 
 // ---------------------------------------------------------------- bt
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <sys/resource.h>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct library_info {
 
 /// What the session knows of its thread library now.
 library_info library_of(core::session& session);
+
+/// "1 thread", "3 threads": a count with its noun (plural by adding "s").
+std::string count_of(std::size_t n, std::string_view noun);
 
 /// "attached to process ..." / "launched process ...": the first record.
 struct session_start_record {

@@ -87,9 +87,13 @@ std::string member_text(const core::deadlock_scan& scan, const std::vector<std::
 
 std::string counts_text(const core::deadlock_scan& scan)
 {
-    return fmt::format("{} thread{} blocked on mutexes, {} blocked on other things, {} running ({} thread{})",
-                       scan.waits.size(), scan.waits.size() == 1 ? "" : "s", scan.blocked_other, scan.running,
-                       scan.threads, scan.threads == 1 ? "" : "s");
+    // Waits that are not pthread mutexes (semaphores — CPython's locks are
+    // semaphores —, condition variables, rwlocks, other futexes) are counted
+    // but not looked into: a cycle through them is not seen.
+    return fmt::format("{} thread{} blocked on mutexes, {} blocked on other things{}, {} running ({} thread{})",
+                       scan.waits.size(), scan.waits.size() == 1 ? "" : "s", scan.blocked_other,
+                       scan.blocked_other != 0 ? " (semaphores, condition variables, rwlocks: not analysed)" : "",
+                       scan.running, scan.threads, scan.threads == 1 ? "" : "s");
 }
 
 }  // namespace
@@ -117,7 +121,7 @@ std::string deadlock_record::text() const
 {
     std::string text;
     if (scan.cycles.empty())
-        text = "no deadlock: " + counts_text(scan);
+        text = "no deadlock among mutexes: " + counts_text(scan);
     int n = 0;
     for (const auto& c : scan.cycles) {
         if (n > 0)

@@ -72,8 +72,8 @@ json_record top_process_record::json() const
 
 std::string top_process_record::text() const
 {
-    return fmt::format("{:>9.3f} {:>8} {:>8} {}  {} ({} threads, {} born, {} ended)", time, pid, "-",
-                       rate_columns(rates), events::printable_name(name), threads, born, ended);
+    return fmt::format("{:>9.3f} {:>8} {:>8} {}  {} ({}, {} born, {} ended)", time, pid, "-",
+                       rate_columns(rates), events::printable_name(name), count_of(threads, "thread"), born, ended);
 }
 
 std::string top_columns()

@@ -1,29 +1,17 @@
 #include "cmd/summary_view.hpp"
 
 #include <cstdlib>
-#include <cxxabi.h>
 #include <memory>
 
 #include <fmt/format.h>
 
+#include "cmd/records.hpp"
 #include "events/event_names.hpp"
+#include "symbols/demangle.hpp"
 
 namespace tdctl::cmd {
 
 namespace {
-
-// "ns::f(int)+0x1a" from "_ZN2ns1fEi+0x1a"; other names as they are.
-std::string demangled(const std::string& text)
-{
-    auto plus = text.find('+');
-    std::string name = text.substr(0, plus);
-    int status = 0;
-    std::unique_ptr<char, decltype(&std::free)> plain(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status),
-                                                      &std::free);
-    if (status != 0 || !plain)
-        return text;
-    return std::string(plain.get()) + (plus == std::string::npos ? "" : text.substr(plus));
-}
 
 std::string where_text(const code_location& w, std::uint64_t addr)
 {
@@ -51,11 +39,12 @@ code_location locate(core::session& session, std::uint64_t addr)
     code_location w;
     if (addr == 0)
         return w;
-    const auto* m = session.modules().containing(target_addr{addr});
+    const auto* set = session.modules_holding(target_addr{addr});
+    const auto* m = set != nullptr ? set->containing(target_addr{addr}) : nullptr;
     if (m == nullptr)
         return w;
     w.module = m->soname();
-    w.symbol = demangled(session.modules().describe(target_addr{addr}));
+    w.symbol = symbols::demangled(set->describe(target_addr{addr}));
     return w;
 }
 
@@ -86,9 +75,10 @@ std::string summary_record::text() const
         if (counts.per_event[e] != 0)
             per += fmt::format("{}{} {}", per.empty() ? "" : ", ", events::event_name(static_cast<td_event_e>(e)),
                                counts.per_event[e]);
-    return fmt::format("{}: summary of {} messages ({}); threads created {}, ended {}, created and still alive {}; "
+    return fmt::format("{}: summary of {} ({}); threads created {}, ended {}, created and still alive {}; "
                        "threads alive now {}",
-                       command, counts.messages, per.empty() ? "none" : per, counts.created, counts.ended,
+                       command, count_of(counts.messages, "message"), per.empty() ? "none" : per, counts.created,
+                       counts.ended,
                        counts.created_alive, alive);
 }
 

@@ -4,7 +4,6 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
-#include <cxxabi.h>
 #include <unordered_map>
 
 #include <elf.h>
@@ -14,19 +13,12 @@
 
 #include "base/error.hpp"
 #include "ptrace/procfs.hpp"
+#include "symbols/demangle.hpp"
 #include "symbols/elf_module.hpp"
 
 namespace tdctl::core {
 
 namespace {
-
-// A C++ symbol as people read it (`ns::f(int)`); other names as they are.
-std::string demangled(const char* name)
-{
-    int status = 0;
-    std::unique_ptr<char, decltype(&std::free)> plain(abi::__cxa_demangle(name, nullptr, nullptr, &status), &std::free);
-    return status == 0 && plain ? std::string(plain.get()) : std::string(name);
-}
 
 std::string base_name(const char* path)
 {
@@ -279,7 +271,7 @@ void unwinder::impl::name_from_dwfl(std::uint64_t lookup, code_name& n)
         GElf_Sym sym;
         GElf_Off off = 0;
         if (const char* name = dwfl_module_addrinfo(mod, lookup, &off, &sym, nullptr, nullptr, nullptr)) {
-            n.function = demangled(name);
+            n.function = symbols::demangled(name);
             n.symbol_start = lookup - off;
         }
     }
@@ -301,7 +293,7 @@ const code_name& unwinder::impl::name_of(std::uint64_t lookup)
     // (pthread_create, not __pthread_create_2_1).
     if (const auto* m = modules ? modules->containing(target_addr{lookup}) : nullptr)
         if (auto s = m->nearest_symbol(target_addr{lookup})) {
-            n.function = demangled(s->name.c_str());
+            n.function = symbols::demangled(s->name);
             n.symbol_start = s->address.value;
         }
     name_from_dwfl(lookup, n);

@@ -6,6 +6,7 @@
 #include "base/clock.hpp"
 #include "core/session.hpp"
 #include "core/thread_agent.hpp"
+#include "symbols/demangle.hpp"
 
 namespace tdctl::core {
 
@@ -80,7 +81,8 @@ std::optional<drained_message> event_watch::at_reporting_address(td_event_e even
         d.newborn = subject.handle;
         if (buf && !buf->start_routine.is_null()) {
             d.message.start_routine = buf->start_routine;
-            d.message.start_symbol = target_.modules().describe(buf->start_routine);
+            if (const auto* set = target_.modules_holding(buf->start_routine))
+                d.message.start_symbol = symbols::demangled(set->describe(buf->start_routine));
         }
     }
     if (event == TD_DEATH && subject.lwp.value != 0)

@@ -71,10 +71,31 @@ session::~session()
     }
 }
 
+const symbols::module_set* session::modules_holding(target_addr a)
+{
+    if (modules_.containing(a) != nullptr)
+        return &modules_;
+    if (late_modules_ && late_modules_->containing(a) != nullptr)
+        return &*late_modules_;
+    const double now = seconds_since_start();
+    if (a.is_null() || (late_modules_at_ >= 0 && now - late_modules_at_ < 1.0))
+        return nullptr;
+    late_modules_at_ = now;
+    try {
+        late_modules_ = symbols::module_set::load(pid());
+    } catch (const std::exception& e) {
+        log::debug("reading the modules again: {}", e.what());
+        late_modules_.reset();
+    }
+    return late_modules_ && late_modules_->containing(a) != nullptr ? &*late_modules_ : nullptr;
+}
+
 void session::load_symbols()
 {
     unwinder_.reset();   // its modules are the image's
     modules_ = symbols::module_set::load(pid());
+    late_modules_.reset();
+    late_modules_at_ = -1;
     watch_.reset();
     settings_.reset();
     backend_ = nullptr;

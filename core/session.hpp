@@ -119,6 +119,12 @@ public:
     /// target), (os, EINTR) when cancel_fd became readable first.
     agent_load_report load_agent(const agent_file& agent, int cancel_fd = -1, bool follow_loads = false);
     const symbols::module_set& modules() const { return modules_; }
+    /// The module set that holds code address `a`: the session's, or, for
+    /// a module mapped after it was loaded (a dlopen), a set read again
+    /// from /proc/PID/maps (at most once a second, only when an address
+    /// falls outside every known module). nullptr when no module holds a
+    /// (anonymous code, or a load younger than a second).
+    const symbols::module_set* modules_holding(target_addr a);
 
     /// The thread agent, or nullptr when the target has no thread library
     /// publishing the protocol; no_agent_reason() then says what was missing.
@@ -373,6 +379,10 @@ private:
     std::unordered_map<pid_t, tid_t> lwp_by_ns_tid_;
     void forget_ns_tid(tid_t lwp);
     symbols::module_set modules_;
+    // Modules read again for an address outside modules_ (modules_holding),
+    // and when, s on seconds_since_start(); reset with modules_.
+    std::optional<symbols::module_set> late_modules_;
+    double late_modules_at_ = -1;
     // Attached without --agent: a libtdagent.so that does not interpose is
     // not the thread library (load_symbols).
     bool passes_by_late_agent_ = false;

@@ -140,6 +140,31 @@ TEST_CASE("bt names C++ functions as people read them (demangled)")
 
 // The START column of `threads` showed the mangled symbol
 // (_ZN10bt_fixture13parked_workerEPv) while `bt` demangled (issue 12).
+// TD_CREATE named C++ start routines mangled (_ZN10bt_fixture...) where
+// threads, bt and the summaries demangled them.
+TEST_CASE("TD_CREATE names a C++ start routine demangled, in text and JSON")
+{
+    require_ptrace();
+    const std::string plain = "bt_fixture::parked_worker(void*)";
+    for (bool as_json : {false, true}) {
+        CAPTURE(as_json);
+        std::vector<std::string> args{"-e", "watch --count 1", "-e", "kill", "--", BT_CPP_TARGET, "thread"};
+        if (as_json)
+            args.insert(args.begin(), "--json");
+        auto run = run_tdctl(args, 30s);
+        INFO(run.describe());
+        const std::string all = run.result.out + run.result.err;
+        CHECK(all.find("_ZN10bt_fixture") == std::string::npos);
+        if (!as_json) {
+            CHECK(all.find(plain) != std::string::npos);
+            continue;
+        }
+        auto creates = run.events("TD_CREATE");
+        REQUIRE(creates.size() == 1);
+        CHECK(creates[0]["startsym"] == plain);
+    }
+}
+
 TEST_CASE("threads names a C++ start routine as bt does (demangled), text and JSON")
 {
     require_attach();

@@ -670,4 +670,27 @@ TEST_SUITE("do no harm")
             check(record.path(), event_records(records, "TD_CREATE"), event_records(records, "TD_DEATH"));
         }
     }
+
+    // A launch reads the modules before the program runs; a library it
+    // loads later held start routines tdctl printed as bare addresses (the
+    // bt of the same thread named them).
+    TEST_CASE("launched: a start routine in a library dlopen'ed later is named in TD_CREATE")
+    {
+        require_ptrace();
+        constexpr int threads = 5;
+        auto run = run_tdctl({"--json", "--", fixture_path("plugin_host"), fixture_path("libfx_plugin.so"),
+                              std::to_string(threads)},
+                             30s);
+        INFO(run.describe());
+        REQUIRE(run.result.status.exit_code() == 0);
+        auto creates = run.events("TD_CREATE");
+        REQUIRE(creates.size() == threads);
+        for (const auto& e : creates)
+            CHECK_MESSAGE((e.contains("startsym") && e["startsym"] == "fx_plugin_worker"), e.dump());
+        bool summarized = false;
+        for (const auto& r : run.of_type("summary_lifetime"))
+            summarized = summarized || (r.value("symbol", "") == "fx_plugin_worker" &&
+                                        r.value("module", "") == "libfx_plugin.so");
+        CHECK(summarized);
+    }
 }
