@@ -354,7 +354,7 @@ struct time_split_record {
     double on_cpu = 0;        ///< on a CPU (schedstat)
     double wait = 0;          ///< runnable, waiting on a run queue for a CPU (schedstat)
     double off = 0;           ///< alive but neither: blocked or sleeping
-    double duration = 0;      ///< the command's run
+    double duration = 0;      ///< the command's run; a folded row: its threads' lives in it, summed
     double time = 0;
     json_record json() const;
     std::string text() const;

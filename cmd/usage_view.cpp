@@ -107,10 +107,13 @@ std::vector<time_split_record> time_split_rows(const core::window_usage& w, cons
                             seconds(u.grown.wait_ns), seconds(u.off_ns()), duration, time});
             continue;
         }
+        // The folded row's shares are of its threads' time together (each
+        // one's life inside the run), so they add up to 100 % as a thread's do.
         if (i == max_rows)
-            rows.push_back({command, pid, 0, {}, 0, false, false, 0, 0, 0, duration, time});
+            rows.push_back({command, pid, 0, {}, 0, false, false, 0, 0, 0, 0, time});
         time_split_record& rest = rows.back();
         rest.folded += 1;
+        rest.duration += seconds(u.alive_ns);
         rest.on_cpu += seconds(u.grown.cpu_ns);
         rest.wait += seconds(u.grown.wait_ns);
         rest.off += seconds(u.off_ns());

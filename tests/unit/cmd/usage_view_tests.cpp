@@ -133,6 +133,10 @@ TEST_CASE("time_split_rows: most runnable first; beyond the limit one row sums t
     CHECK(cut[2].on_cpu == doctest::Approx(0.3));
     CHECK(cut[2].wait == doctest::Approx(0.3));
     CHECK(cut[2].off == doctest::Approx(5.4));
+    // Its shares are of its three threads' lives together (3 × 2 s): 100 % in all.
+    CHECK(cut[2].duration == doctest::Approx(6.0));
+    CHECK(cut[2].on_cpu + cut[2].wait + cut[2].off == doctest::Approx(cut[2].duration));
+    CHECK(cut[2].text().find("(90.0%)") != std::string::npos);
     CHECK(time_split_rows(core::window_usage{}, "sleep", 1, 0, 32).empty());
 }
 
