@@ -294,14 +294,7 @@ TEST_SUITE("hard cases")
                                             "100"});
         const pid_t pid = target.pid();
         REQUIRE(target.require_line(10s) == fmt::format("ready {}", pid));
-        auto libc = find_module(pid, "libc.so.6");
-        const auto create_addr = libc.address_of("__nptl_create_event");
-        const auto original = read_proc_mem(pid, create_addr, 16);
-
-        auto tdctl = child_process::spawn({tdctl_path(), "--json", "-p", std::to_string(pid), "-e", "watch"});
-        REQUIRE(json::parse(tdctl.require_line(20s), nullptr, false).value("type", "") == "attached");
-        REQUIRE(wait_until([&] { return read_proc_mem(pid, create_addr, 16) != original; }, 10s));
-        REQUIRE(target.write_stdin("x"));
+        auto tdctl = watch_then_go(target);
         auto status = tdctl.require_exit(60s);
         auto target_status = target.require_exit(20s);
         INFO("tdctl stderr: " << tdctl.stderr_text());

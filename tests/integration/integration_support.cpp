@@ -18,6 +18,8 @@
 #include <fmt/format.h>
 
 #include "base/unique_fd.hpp"
+#include "tests/support/proc.hpp"
+#include "tests/support/wait_until.hpp"
 
 namespace tdctl::itest {
 
@@ -510,6 +512,23 @@ void require_attach()
 {
     if (auto reason = attach_unavailable_reason())
         skip_test(*reason);
+}
+
+child_process watch_then_go(child_process& target)
+{
+    const pid_t pid = target.pid();
+    auto libc = find_module(pid, "libc.so.6");
+    const auto create_addr = libc.address_of("__nptl_create_event");
+    const auto original = read_proc_mem(pid, create_addr, 16);
+    auto tdctl = child_process::spawn({tdctl_path(), "--json", "-p", std::to_string(pid), "-e", "watch"});
+    const std::string first = tdctl.require_line(20s);
+    if (json::parse(first, nullptr, false).value("type", "") != "attached")
+        throw std::runtime_error("tdctl's first record is not `attached`: " + first);
+    if (!wait_until([&] { return read_proc_mem(pid, create_addr, 16) != original; }, 10s))
+        throw std::runtime_error("tdctl attached but planted no breakpoint at __nptl_create_event within 10 s");
+    if (!target.write_stdin("x"))
+        throw std::runtime_error("cannot send the fixture its go byte");
+    return tdctl;
 }
 
 child_process start_fixture(const std::string& name, const std::vector<std::string>& args,

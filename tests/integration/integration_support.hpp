@@ -168,6 +168,13 @@ std::optional<std::string> attach_unavailable_reason();
 /// skip_test unless ptrace works and tdctl can attach to our children.
 void require_attach();
 
+/// For a fixture started with --wait-start whose "ready PID" line was
+/// read: starts `tdctl --json -p PID -e watch`, waits for its `attached`
+/// record and until libc's __nptl_create_event holds the breakpoint (no
+/// creation can be missed from there), then sends the fixture its go byte.
+/// Returns the running tdctl.
+tdctl::test::child_process watch_then_go(tdctl::test::child_process& target);
+
 /// Starts fixture name with args and waits until its record holds "done".
 /// The record file must be passed in args via --record.
 tdctl::test::child_process start_fixture(const std::string& name, const std::vector<std::string>& args,

@@ -82,6 +82,20 @@ holder_check check(holder_target& t)
     return c;
 }
 
+/// The holder ran on since `before` and no pass saw a register changed.
+void require_all_put_back(const holder_check& c, const holder_check& before)
+{
+    CHECK(c.passes > before.passes);
+    CHECK(c.ymm_upper == 0);
+    CHECK(c.xmm == 0);
+    CHECK(c.mxcsr == 0);
+    CHECK(c.fcw == 0);
+    CHECK(c.zmm_upper == 0);
+    CHECK(c.zmm_high == 0);
+    CHECK(c.opmask == 0);
+    CHECK(c.bad == 0);
+}
+
 /// Offset and size of XSAVE state component `n` in the standard (non-compacted)
 /// format ptrace gives (CPUID leaf 0xD, sub-leaf n: EAX size, EBX offset).
 std::pair<unsigned, unsigned> xsave_component(unsigned n)
@@ -197,15 +211,7 @@ void run_rounds(bool avx512)
         CAPTURE(round);
         clobber_and_restore(t, avx512);
         holder_check c = check(t);
-        CHECK(c.passes > before.passes);
-        CHECK(c.ymm_upper == 0);
-        CHECK(c.xmm == 0);
-        CHECK(c.mxcsr == 0);
-        CHECK(c.fcw == 0);
-        CHECK(c.zmm_upper == 0);
-        CHECK(c.zmm_high == 0);
-        CHECK(c.opmask == 0);
-        CHECK(c.bad == 0);
+        require_all_put_back(c, before);
     }
     CHECK_FALSE(t.process.wait_exit(0ms).has_value());
 }
@@ -281,15 +287,7 @@ TEST_CASE("a remote call past its time limit is taken back: returning untraced, 
         std::this_thread::sleep_for(400ms);   // the call returns meanwhile, through its frame
         REQUIRE_FALSE(t.process.wait_exit(0ms).has_value());
         holder_check c = check(t);
-        CHECK(c.passes > before.passes);
-        CHECK(c.ymm_upper == 0);
-        CHECK(c.xmm == 0);
-        CHECK(c.mxcsr == 0);
-        CHECK(c.fcw == 0);
-        CHECK(c.zmm_upper == 0);
-        CHECK(c.zmm_high == 0);
-        CHECK(c.opmask == 0);
-        CHECK(c.bad == 0);
+        require_all_put_back(c, before);
         before = c;
     }
 }
