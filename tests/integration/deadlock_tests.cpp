@@ -189,12 +189,18 @@ TEST_CASE("deadlock finds a two-lock inversion and a three-thread cycle, for eve
             check_cycle(rec, s->facts, kind);
             CHECK(int_field(rec, "mutex_waits") == static_cast<std::int64_t>(s->facts.wants.size()));
             CHECK(rec["problems"].empty());
-            // PI: the kernel refused one member's FUTEX_LOCK_PI (EDEADLK);
-            // glibc parked it on a word of its own stack.
+            // PI: the kernel refused a member's FUTEX_LOCK_PI (EDEADLK);
+            // glibc parked it on a word of its own stack. Usually one member;
+            // when two of them block at the same moment, each one's chain
+            // walk can find the cycle, and both are refused (seen once in CI:
+            // both of an inversion parked).
             std::size_t parked = 0;
             for (const auto& m : rec["cycles"][0])
                 parked += m["parked_after_edeadlk"].get<bool>() ? 1 : 0;
-            CHECK(parked == (std::string(kind) == "pi" ? 1u : 0u));
+            if (std::string(kind) == "pi")
+                CHECK(parked >= 1);
+            else
+                CHECK(parked == 0);
             check_left_as_it_was(pid, s->facts, std::string(kind) != "pi");
             if (std::string(kind) != "timed")
                 continue;
