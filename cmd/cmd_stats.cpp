@@ -73,8 +73,10 @@ rusage_rows gather_rusage(core::session& session, const std::vector<tid_t>& lwps
     rusage_rows round;
     // VmHWM is the process's: read once per round, not once per row.
     const long maxrss = core::process_maxrss_kb(session.pid());
-    for (tid_t t : lwps) {
-        auto row = session.rusage_collect_row(t, maxrss);
+    auto got = session.rusage_collect_rows(lwps, maxrss);
+    for (std::size_t i = 0; i < lwps.size(); ++i) {
+        const tid_t t = lwps[i];
+        auto& row = got[i];
         if (row) {
             round.rows.push_back({t.value, row->comm, row->usage, seconds_since_start()});
             continue;
@@ -284,8 +286,10 @@ command_status runner::cmd_lwpinfo(const words& w, const std::string& where)
         return command_status::failed;
     std::vector<lwpinfo_record> rows;
     std::optional<row_failure> failure;
-    for (tid_t t : *lwps) {
-        if (auto info = session_->lwp_info_row(t))
+    auto got = session_->lwp_info_rows(*lwps);
+    for (std::size_t i = 0; i < lwps->size(); ++i) {
+        const tid_t t = (*lwps)[i];
+        if (auto& info = got[i])
             rows.push_back({t.value, info->comm, core::to_seconds(info->times.utime),
                             core::to_seconds(info->times.stime)});
         else if (which != "all")

@@ -62,29 +62,65 @@ long process_maxrss_kb(pid_t pid)
     return proc ? static_cast<long>(proc->vm_hwm_kb) : 0;
 }
 
-std::expected<lwp_rusage_row, int> read_lwp_rusage_row(procfs::task_files& files, pid_t pid, tid_t lwp,
-                                                       std::uint64_t signals, std::optional<long> maxrss_kb)
+namespace {
+
+using file = procfs::task_files::file;
+
+// A row from the texts of stat, status and io (io may be missing: it needs
+// more privilege than the others on some systems).
+std::expected<lwp_rusage_row, int> rusage_row_from(const std::optional<std::string>& stat_text,
+                                                   const std::optional<std::string>& status_text,
+                                                   const std::optional<std::string>& io_text, std::uint64_t signals,
+                                                   long maxrss_kb)
 {
-    auto stat = live_stat(files, lwp);
-    auto status = stat ? files.status(lwp) : std::nullopt;
-    if (!status)
+    auto stat = stat_text ? procfs::parse_stat(*stat_text) : std::nullopt;
+    if (!stat || is_dead_state(stat->state))
         return std::unexpected(ESRCH);
+    if (!status_text)
+        return std::unexpected(ESRCH);
+    const auto status = procfs::parse_status(*status_text);
     lwp_rusage_row row;
     struct rusage& ru = row.usage;
     ru.ru_utime = ticks_to_timeval(stat->utime);
     ru.ru_stime = ticks_to_timeval(stat->stime);
-    ru.ru_maxrss = maxrss_kb ? *maxrss_kb : process_maxrss_kb(pid);
+    ru.ru_maxrss = maxrss_kb;
     ru.ru_minflt = static_cast<long>(stat->minflt);
     ru.ru_majflt = static_cast<long>(stat->majflt);
-    if (auto io = files.io(lwp)) {
+    if (auto io = io_text ? procfs::parse_io(*io_text) : std::nullopt) {
         ru.ru_inblock = static_cast<long>(io->read_bytes / 512);
         ru.ru_oublock = static_cast<long>(io->write_bytes / 512);
     }
-    ru.ru_nvcsw = static_cast<long>(status->voluntary_ctxt_switches);
-    ru.ru_nivcsw = static_cast<long>(status->nonvoluntary_ctxt_switches);
+    ru.ru_nvcsw = static_cast<long>(status.voluntary_ctxt_switches);
+    ru.ru_nivcsw = static_cast<long>(status.nonvoluntary_ctxt_switches);
     ru.ru_nsignals = static_cast<long>(signals);
     row.comm = std::move(stat->comm);
     return row;
+}
+
+}  // namespace
+
+std::expected<lwp_rusage_row, int> read_lwp_rusage_row(procfs::task_files& files, pid_t pid, tid_t lwp,
+                                                       std::uint64_t signals, std::optional<long> maxrss_kb)
+{
+    auto stat = files.read(lwp, file::stat);
+    auto status = stat ? files.read(lwp, file::status) : std::nullopt;
+    if (!status)
+        return std::unexpected(ESRCH);
+    auto io = files.read(lwp, file::io);
+    return rusage_row_from(stat, status, io, signals, maxrss_kb ? *maxrss_kb : process_maxrss_kb(pid));
+}
+
+std::vector<std::expected<lwp_rusage_row, int>> read_lwp_rusage_rows(procfs::task_files& files,
+                                                                     const std::vector<tid_t>& lwps,
+                                                                     const std::vector<std::uint64_t>& signals,
+                                                                     long maxrss_kb)
+{
+    static constexpr file which[] = {file::stat, file::status, file::io};
+    std::vector<std::expected<lwp_rusage_row, int>> rows(lwps.size(), std::unexpected(ESRCH));
+    files.read_each(lwps, which, [&](std::size_t i, procfs::task_files::texts t) {
+        rows[i] = rusage_row_from(t[0], t[1], t[2], i < signals.size() ? signals[i] : 0, maxrss_kb);
+    });
+    return rows;
 }
 
 std::expected<struct rusage, int> read_lwp_rusage(pid_t pid, tid_t lwp, std::uint64_t signals)
@@ -101,10 +137,15 @@ std::uint64_t user_share_ns(std::uint64_t cpu_ns, std::uint64_t utime_ticks, std
     return static_cast<std::uint64_t>(static_cast<long double>(cpu_ns) * utime_ticks / ticks);
 }
 
-std::expected<lwp_times_row, int> read_lwp_times_row(procfs::task_files& files, tid_t lwp)
+namespace {
+
+std::expected<lwp_times_row, int> times_row_from(const std::optional<std::string>& stat_text,
+                                                 const std::optional<std::string>& schedstat_text)
 {
-    auto stat = live_stat(files, lwp);
-    auto sched = stat ? files.schedstat(lwp) : std::nullopt;
+    auto stat = stat_text ? procfs::parse_stat(*stat_text) : std::nullopt;
+    if (!stat || is_dead_state(stat->state))
+        return std::unexpected(ESRCH);
+    auto sched = schedstat_text ? procfs::parse_schedstat(*schedstat_text) : std::nullopt;
     if (!sched)
         return std::unexpected(ESRCH);
     std::uint64_t total = sched->cpu_ns;
@@ -114,6 +155,25 @@ std::expected<lwp_times_row, int> read_lwp_times_row(procfs::task_files& files, 
     row.times.stime = ns_to_timespec(total - user);
     row.comm = std::move(stat->comm);
     return row;
+}
+
+}  // namespace
+
+std::expected<lwp_times_row, int> read_lwp_times_row(procfs::task_files& files, tid_t lwp)
+{
+    auto stat = files.read(lwp, file::stat);
+    auto sched = stat ? files.read(lwp, file::schedstat) : std::nullopt;
+    return times_row_from(stat, sched);
+}
+
+std::vector<std::expected<lwp_times_row, int>> read_lwp_times_rows(procfs::task_files& files,
+                                                                   const std::vector<tid_t>& lwps)
+{
+    static constexpr file which[] = {file::stat, file::schedstat};
+    std::vector<std::expected<lwp_times_row, int>> rows(lwps.size(), std::unexpected(ESRCH));
+    files.read_each(lwps, which,
+                    [&](std::size_t i, procfs::task_files::texts t) { rows[i] = times_row_from(t[0], t[1]); });
+    return rows;
 }
 
 std::expected<lwp_counters_row, int> read_lwp_counters(procfs::task_files& files, tid_t lwp, counter_depth depth)

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <time.h>
+#include <vector>
 
 #include "base/types.hpp"
 #include "ptrace/task_files.hpp"
@@ -37,6 +38,14 @@ struct lwp_rusage_row {
 std::expected<lwp_rusage_row, int> read_lwp_rusage_row(procfs::task_files& files, pid_t pid, tid_t lwp,
                                                        std::uint64_t signals, std::optional<long> maxrss_kb);
 
+/// The same for many LWPs at once: result[i] is lwps[i]'s row (ESRCH when
+/// gone), signals[i] its signal count. The reads are spread over a few
+/// threads on a large process (procfs::task_files::read_each).
+std::vector<std::expected<lwp_rusage_row, int>> read_lwp_rusage_rows(procfs::task_files& files,
+                                                                     const std::vector<tid_t>& lwps,
+                                                                     const std::vector<std::uint64_t>& signals,
+                                                                     long maxrss_kb);
+
 /// The process's VmHWM (peak resident set), kB; 0 if unreadable.
 long process_maxrss_kb(pid_t pid);
 
@@ -57,6 +66,11 @@ struct lwp_times_row {
     std::string comm;
 };
 std::expected<lwp_times_row, int> read_lwp_times_row(procfs::task_files& files, tid_t lwp);
+
+/// The same for many LWPs at once (result[i] is lwps[i]'s), the reads spread
+/// over a few threads on a large process.
+std::vector<std::expected<lwp_times_row, int>> read_lwp_times_rows(procfs::task_files& files,
+                                                                   const std::vector<tid_t>& lwps);
 
 /// The user part of `cpu_ns` CPU time, split in the ratio of stat's
 /// utime:stime ticks (the split the kernel applies for getrusage); all of it

@@ -1252,6 +1252,18 @@ std::expected<lwp_rusage_row, int> session::rusage_collect_row(tid_t lwp, std::o
     return read_lwp_rusage_row(files_, pid(), lwp, signals, maxrss_kb);
 }
 
+std::vector<std::expected<lwp_rusage_row, int>> session::rusage_collect_rows(const std::vector<tid_t>& lwps,
+                                                                             long maxrss_kb)
+{
+    if (!rusage_enabled_)
+        return std::vector<std::expected<lwp_rusage_row, int>>(lwps.size(), std::unexpected(ENOSYS));
+    std::vector<std::uint64_t> signals(lwps.size(), 0);
+    for (std::size_t i = 0; i < lwps.size(); ++i)
+        if (const auto* t = process_->find(lwps[i]))
+            signals[i] = t->signals_received;
+    return read_lwp_rusage_rows(files_, lwps, signals, maxrss_kb);
+}
+
 std::expected<struct rusage, int> session::rusage_collect(tid_t lwp)
 {
     return member_of(rusage_collect_row(lwp, std::nullopt), &lwp_rusage_row::usage);
@@ -1260,6 +1272,11 @@ std::expected<struct rusage, int> session::rusage_collect(tid_t lwp)
 std::expected<lwp_times_row, int> session::lwp_info_row(tid_t lwp)
 {
     return read_lwp_times_row(files_, lwp);
+}
+
+std::vector<std::expected<lwp_times_row, int>> session::lwp_info_rows(const std::vector<tid_t>& lwps)
+{
+    return read_lwp_times_rows(files_, lwps);
 }
 
 std::expected<lwp_times, int> session::lwp_info(tid_t lwp)

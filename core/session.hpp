@@ -260,9 +260,16 @@ public:
     /// The same with the LWP's name; `maxrss_kb` saves re-reading VmHWM per
     /// row when collecting every LWP.
     std::expected<lwp_rusage_row, int> rusage_collect_row(tid_t lwp, std::optional<long> maxrss_kb);
+    /// rusage_collect_row() of many LWPs at once (result[i] is lwps[i]'s;
+    /// all ENOSYS when collection is not started), the /proc reads spread
+    /// over a few threads on a large process.
+    std::vector<std::expected<lwp_rusage_row, int>> rusage_collect_rows(const std::vector<tid_t>& lwps,
+                                                                        long maxrss_kb);
     /// _lwp_info for any LWP of the target: ESRCH when it is not one.
     std::expected<lwp_times, int> lwp_info(tid_t lwp);
     std::expected<lwp_times_row, int> lwp_info_row(tid_t lwp);
+    /// lwp_info_row() of many LWPs at once (result[i] is lwps[i]'s).
+    std::vector<std::expected<lwp_times_row, int>> lwp_info_rows(const std::vector<tid_t>& lwps);
 
     // ---- per-LWP usage over a window (`top`; the split at the end of `watch` and `sleep`)
 

@@ -1,9 +1,12 @@
 #include "ptrace/task_files.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/resource.h>
+#include <thread>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -70,6 +73,111 @@ std::optional<std::string> task_files::read(tid_t tid, file f)
     fds_[tid][idx] = std::move(fd);
     ++open_;
     return text;
+}
+
+unsigned task_files::reader_count()
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(0, sizeof set, &set) != 0)
+        return 1;
+    return static_cast<unsigned>(std::clamp(CPU_COUNT(&set), 1, 4));
+}
+
+void task_files::read_each(const std::vector<tid_t>& tids, std::span<const file> which,
+                           const std::function<void(std::size_t, texts)>& use, std::size_t parallel_from)
+{
+    const std::size_t n = tids.size();
+    const std::size_t k = which.size();
+    const unsigned workers = n >= parallel_from ? std::min<unsigned>(reader_count(), static_cast<unsigned>(n)) : 1;
+    if (workers <= 1 || k == 0) {
+        std::vector<std::optional<std::string>> got(k);
+        for (std::size_t i = 0; i < n; ++i) {
+            for (std::size_t j = 0; j < k; ++j)
+                got[j] = read(tids[i], which[j]);
+            use(i, got);
+        }
+        return;
+    }
+
+    // Open here what is not open yet (the map changes only in this thread);
+    // each task's descriptors are then fixed while the readers run.
+    std::vector<const std::array<unique_fd, file_count>*> fds(n, nullptr);
+    for (std::size_t i = 0; i < n; ++i) {
+        bool all_open = true;
+        for (file f : which) {
+            const auto idx = static_cast<std::size_t>(f);
+            auto it = fds_.find(tids[i]);
+            if (it != fds_.end() && it->second[idx].is_open())
+                continue;
+            if (open_ >= max_open_) {
+                all_open = false;
+                break;
+            }
+            std::string path = fmt::format("/proc/{}/task/{}/{}", pid_, tids[i].value, file_name(f));
+            unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+            if (!fd.is_open()) {
+                all_open = false;  // gone, or not readable: the serial pass says which
+                break;
+            }
+            fds_[tids[i]][idx] = std::move(fd);
+            ++open_;
+        }
+        if (all_open)
+            fds[i] = &fds_.find(tids[i])->second;
+    }
+
+    // 0: done by a reader; 1: left to this thread (not open); 2: a read failed
+    // (the task is gone, most likely; this thread looks again).
+    std::vector<unsigned char> left(n, 0);
+    std::atomic<std::size_t> next{0};
+    auto reader = [&] {
+        std::vector<std::optional<std::string>> got(k);
+        constexpr std::size_t chunk = 16;
+        for (;;) {
+            const std::size_t from = next.fetch_add(chunk, std::memory_order_relaxed);
+            if (from >= n)
+                return;
+            for (std::size_t i = from; i < std::min(n, from + chunk); ++i) {
+                if (fds[i] == nullptr) {
+                    left[i] = 1;
+                    continue;
+                }
+                bool failed = false;
+                for (std::size_t j = 0; j < k && !failed; ++j) {
+                    got[j] = read_fd((*fds[i])[static_cast<std::size_t>(which[j])].get(), proc_records::one);
+                    failed = !got[j] || got[j]->empty();
+                }
+                if (failed) {
+                    left[i] = 2;
+                    continue;
+                }
+                use(i, got);
+            }
+        }
+    };
+    std::vector<std::thread> threads;
+    threads.reserve(workers - 1);
+    try {
+        for (unsigned w = 1; w < workers; ++w)
+            threads.emplace_back(reader);
+    } catch (const std::system_error&) {
+        // No thread to spare: the ones started, and this one, read it all.
+    }
+    reader();
+    for (auto& t : threads)
+        t.join();
+
+    std::vector<std::optional<std::string>> got(k);
+    for (std::size_t i = 0; i < n; ++i) {
+        if (left[i] == 0)
+            continue;
+        if (left[i] == 2)
+            forget(tids[i]);  // gone (ESRCH), or a descriptor went stale: read afresh
+        for (std::size_t j = 0; j < k; ++j)
+            got[j] = read(tids[i], which[j]);
+        use(i, got);
+    }
 }
 
 std::optional<stat_info> task_files::stat(tid_t tid)

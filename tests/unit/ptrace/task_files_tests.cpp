@@ -1,0 +1,174 @@
+// task_files::read_each on this test process: every task's texts reach the
+// call for that task (none for another's), once, whether read by the reader
+// threads, by the calling thread past the descriptor bound, or afresh after a
+// task ended.
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <pthread.h>
+#include <string>
+#include <sys/syscall.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "ptrace/task_files.hpp"
+
+using namespace tdctl;
+using file = procfs::task_files::file;
+
+namespace {
+
+// `count` threads named tf-0 … tf-N, parked until stop() or their own end.
+class named_threads {
+public:
+    explicit named_threads(int count)
+    {
+        for (int i = 0; i < count; ++i)
+            threads_.emplace_back([this, i] {
+                std::string name = "tf-" + std::to_string(i);
+                pthread_setname_np(pthread_self(), name.c_str());
+                {
+                    std::lock_guard lock(mutex_);
+                    tids_[i] = tid_t{static_cast<pid_t>(::syscall(SYS_gettid))};
+                }
+                while (!stop_.load() && !ended(i))
+                    ::usleep(1000);
+            });
+        while (ready() < count)
+            ::usleep(1000);
+    }
+    ~named_threads()
+    {
+        stop_ = true;
+        for (auto& t : threads_)
+            if (t.joinable())
+                t.join();
+    }
+    /// Ends thread i and waits for it.
+    void end(int i)
+    {
+        {
+            std::lock_guard lock(mutex_);
+            ended_.push_back(i);
+        }
+        threads_[static_cast<std::size_t>(i)].join();
+    }
+    tid_t tid(int i)
+    {
+        std::lock_guard lock(mutex_);
+        return tids_[i];
+    }
+
+private:
+    int ready()
+    {
+        std::lock_guard lock(mutex_);
+        return static_cast<int>(tids_.size());
+    }
+    bool ended(int i)
+    {
+        std::lock_guard lock(mutex_);
+        for (int e : ended_)
+            if (e == i)
+                return true;
+        return false;
+    }
+    std::mutex mutex_;
+    std::map<int, tid_t> tids_;
+    std::vector<int> ended_;
+    std::atomic<bool> stop_{false};
+    std::vector<std::thread> threads_;
+};
+
+struct seen {
+    std::vector<int> calls;
+    std::vector<std::string> comm;
+    std::vector<bool> has_stat;
+};
+
+seen read_comm_and_stat(procfs::task_files& files, const std::vector<tid_t>& tids, std::size_t parallel_from)
+{
+    static constexpr file which[] = {file::comm, file::stat};
+    seen s{std::vector<int>(tids.size(), 0), std::vector<std::string>(tids.size()),
+           std::vector<bool>(tids.size(), false)};
+    files.read_each(tids, which, [&](std::size_t i, procfs::task_files::texts t) {
+        REQUIRE(t.size() == 2);
+        ++s.calls[i];
+        s.comm[i] = t[0] ? *t[0] : "(gone)";
+        s.has_stat[i] = t[1].has_value();
+    }, parallel_from);
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("read_each: each task's files reach its own call, once, with readers, past the bound, and after an end")
+{
+    constexpr int n = 200;
+    named_threads threads(n);
+    std::vector<tid_t> tids;
+    for (int i = 0; i < n; ++i)
+        tids.push_back(threads.tid(i));
+    tids.push_back(tid_t{0x3fffff});  // no such task
+    const auto gone = tids.size() - 1;
+
+    SUBCASE("readers, then the calling thread alone: the same answers")
+    {
+        procfs::task_files files(::getpid(), 4096);
+        for (std::size_t parallel_from : {std::size_t{1}, std::size_t{1} << 30}) {
+            CAPTURE(parallel_from);
+            auto s = read_comm_and_stat(files, tids, parallel_from);
+            for (int i = 0; i < n; ++i) {
+                CAPTURE(i);
+                CHECK(s.calls[static_cast<std::size_t>(i)] == 1);
+                CHECK(s.comm[static_cast<std::size_t>(i)] == "tf-" + std::to_string(i) + "\n");
+                CHECK(s.has_stat[static_cast<std::size_t>(i)]);
+            }
+            CHECK(s.calls[gone] == 1);
+            CHECK(s.comm[gone] == "(gone)");
+            CHECK_FALSE(s.has_stat[gone]);
+        }
+    }
+
+    SUBCASE("a descriptor bound smaller than the tasks: the rest read by the calling thread")
+    {
+        procfs::task_files files(::getpid(), 61);  // 30 tasks' two files, and one more
+        auto s = read_comm_and_stat(files, tids, 1);
+        for (int i = 0; i < n; ++i) {
+            CAPTURE(i);
+            CHECK(s.calls[static_cast<std::size_t>(i)] == 1);
+            CHECK(s.comm[static_cast<std::size_t>(i)] == "tf-" + std::to_string(i) + "\n");
+        }
+        CHECK(s.comm[gone] == "(gone)");
+    }
+
+    SUBCASE("tasks that ended after their files were opened are gone, the others read as before")
+    {
+        procfs::task_files files(::getpid(), 4096);
+        (void)read_comm_and_stat(files, tids, 1);  // every descriptor open now
+        for (int i = 0; i < n; i += 10)
+            threads.end(i);
+        auto s = read_comm_and_stat(files, tids, 1);
+        for (int i = 0; i < n; ++i) {
+            CAPTURE(i);
+            CHECK(s.calls[static_cast<std::size_t>(i)] == 1);
+            if (i % 10 == 0) {
+                CHECK(s.comm[static_cast<std::size_t>(i)] == "(gone)");
+                CHECK_FALSE(s.has_stat[static_cast<std::size_t>(i)]);
+            } else {
+                CHECK(s.comm[static_cast<std::size_t>(i)] == "tf-" + std::to_string(i) + "\n");
+            }
+        }
+    }
+}
+
+TEST_CASE("reader_count: at least one, at most four, never more than the CPUs this process may use")
+{
+    const unsigned r = procfs::task_files::reader_count();
+    CHECK(r >= 1);
+    CHECK(r <= 4);
+    CHECK(r <= std::max(1u, std::thread::hardware_concurrency()));
+}
