@@ -35,11 +35,37 @@ session::session(std::unique_ptr<ptrace::traced_process> process)
         ns_pid_ = st->ns_pids.back();
 }
 
+namespace {
+
+// The modules and the thread library's symbol tables, read while the target
+// still runs: reading ELF files takes milliseconds, which an attached target
+// would spend stopped. std::nullopt when they cannot be read now (the attach
+// then reads them, and says why).
+std::optional<symbols::module_set> modules_before_attach(pid_t pid)
+{
+    try {
+        auto set = symbols::module_set::load(pid);
+        // The first lookup in a module reads its tables: the thread library
+        // probe looks in these two.
+        if (const auto* libc = set.find("libc.so.6"))
+            (void)libc->lookup("__nptl_version");
+        if (const auto* ld = set.find("ld-linux"))
+            (void)ld->lookup("_rtld_global");
+        return set;
+    } catch (const std::exception& e) {
+        log::debug("modules before the attach: {}", e.what());
+        return std::nullopt;
+    }
+}
+
+}  // namespace
+
 std::unique_ptr<session> session::attach(pid_t pid, int cancel_fd, bool with_agent)
 {
+    auto early = modules_before_attach(pid);
     std::unique_ptr<session> s(new session(ptrace::traced_process::attach(pid, cancel_fd)));
     s->passes_by_late_agent_ = !with_agent;
-    s->load_symbols();
+    s->load_symbols(std::move(early));
     // Every thread stays stopped until a command needs the target running
     // (release_lingering): `-p PID -e threads -e detach` stops it once.
     s->held_ = false;
@@ -90,10 +116,13 @@ const symbols::module_set* session::modules_holding(target_addr a)
     return late_modules_ && late_modules_->containing(a) != nullptr ? &*late_modules_ : nullptr;
 }
 
-void session::load_symbols()
+void session::load_symbols(std::optional<symbols::module_set> early)
 {
     unwinder_.reset();   // its modules are the image's
-    modules_ = symbols::module_set::load(pid());
+    if (early && early->maps_unchanged(pid()))
+        modules_ = std::move(*early);
+    else
+        modules_ = symbols::module_set::load(pid());
     late_modules_.reset();
     late_modules_at_ = -1;
     watch_.reset();

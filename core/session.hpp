@@ -297,7 +297,10 @@ public:
 
 private:
     explicit session(std::unique_ptr<ptrace::traced_process> process);
-    void load_symbols();
+    /// Reads the target's modules and finds its thread library. `early`, a
+    /// set read before the attach, is taken instead of reading them again
+    /// when the target's file mappings are still the same.
+    void load_symbols(std::optional<symbols::module_set> early = std::nullopt);
     /// Launch through an explicitly named loader: runs it from one
     /// _dl_debug_state notification to the next until a thread library is
     /// mapped (at most max_loader_notifications). Returns held.

@@ -428,7 +428,8 @@ const breakpoint_site& add_site(Sites& sites, target_addr addr, Make make, targe
     if (it == sites.end()) {
         std::unique_ptr<breakpoint_site> site = make();
         site->insert(memory, journal);
-        log::debug("breakpoint {}", site->describe());
+        if (log::debug_enabled())  // describe() formats a string: not on every hit
+            log::debug("breakpoint {}", site->describe());
         it = sites.emplace(addr, typename Sites::mapped_type{std::move(site), 0}).first;
     }
     ++it->second.reasons;

@@ -37,7 +37,8 @@ taken_status take_status(pid_t which, int options)
                 continue;
             }
             auto ws = wait_status::decode(status);
-            log::debug("wait: task {} {}", r, ws.to_string());
+            if (log::debug_enabled())  // the arguments are built even when off
+                log::debug("wait: task {} {}", r, ws.to_string());
             return taken_status{tid_t{r}, ws, false};
         }
         if (r == 0)
@@ -165,7 +166,8 @@ std::optional<wait_status> peek_stop(tid_t tid)
     int raw = 0x7f | (code << 8);
     note_unconsumed_stop(tid, raw);
     auto ws = wait_status::decode(raw);
-    log::debug("peek: task {} {}", tid.value, ws.to_string());
+    if (log::debug_enabled())
+        log::debug("peek: task {} {}", tid.value, ws.to_string());
     return ws;
 }
 

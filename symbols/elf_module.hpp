@@ -148,8 +148,18 @@ public:
     /// function when sizes are 0), for printing start routines. "" if none.
     std::string describe(target_addr a) const;
 
+    /// True when /proc/PID/maps still shows exactly the file mappings this
+    /// set was loaded from (addresses, offsets, device, inode, path,
+    /// protection): a set loaded before an attach can then serve the
+    /// attached session. False when they differ or cannot be read.
+    bool maps_unchanged(pid_t pid) const;
+
 private:
+    /// The file-backed entries of the maps this set was loaded from.
+    static std::vector<map_entry> file_mappings(std::vector<map_entry> all);
+
     std::vector<std::unique_ptr<elf_module>> modules_;
+    std::vector<map_entry> mappings_;
     std::vector<std::string> skipped_;
     std::string exe_path_;
 };

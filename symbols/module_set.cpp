@@ -53,9 +53,8 @@ module_set module_set::load(pid_t pid)
     using file_key = std::tuple<unsigned, unsigned, std::uint64_t, std::string>;
     std::map<file_key, std::size_t> group_of;
     std::vector<std::vector<map_entry>> groups;
-    for (map_entry& e : read_maps(pid)) {
-        if (!e.is_file_backed())
-            continue;
+    set.mappings_ = file_mappings(read_maps(pid));
+    for (map_entry e : set.mappings_) {
         auto [it, inserted] = group_of.try_emplace(file_key{e.dev_major, e.dev_minor, e.inode, e.path}, groups.size());
         if (inserted)
             groups.emplace_back();
@@ -84,6 +83,27 @@ module_set module_set::load(pid_t pid)
     }
     std::ranges::sort(set.modules_, {}, [](const std::unique_ptr<elf_module>& m) { return m->start(); });
     return set;
+}
+
+std::vector<map_entry> module_set::file_mappings(std::vector<map_entry> all)
+{
+    std::erase_if(all, [](const map_entry& e) { return !e.is_file_backed(); });
+    return all;
+}
+
+bool module_set::maps_unchanged(pid_t pid) const
+{
+    std::vector<map_entry> now;
+    try {
+        now = file_mappings(read_maps(pid));
+    } catch (const error&) {
+        return false;
+    }
+    auto key = [](const map_entry& e) {
+        return std::tie(e.start, e.end, e.offset, e.dev_major, e.dev_minor, e.inode, e.path, e.deleted, e.readable,
+                        e.writable, e.executable, e.shared);
+    };
+    return std::ranges::equal(now, mappings_, [&](const map_entry& a, const map_entry& b) { return key(a) == key(b); });
 }
 
 const elf_module* module_set::main_executable() const

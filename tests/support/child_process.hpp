@@ -50,9 +50,9 @@ private:
 
 struct spawn_options {
     /// Variables added to the inherited environment (replacing any of the same name).
-    std::vector<std::pair<std::string, std::string>> env;
+    std::vector<std::pair<std::string, std::string>> env{};
     /// When set, stdout goes to this file (created or truncated) instead of a pipe.
-    std::optional<std::string> stdout_file;
+    std::optional<std::string> stdout_file{};
     /// Put the child in a process group of its own, so that killing it also
     /// kills whatever it started (a target launched by tdctl, say).
     bool own_process_group = true;
@@ -146,7 +146,7 @@ struct run_options {
     /// Written to the command's stdin, which is then closed (it is closed at
     /// once when empty, so a REPL sees end of file).
     std::string stdin_text;
-    std::vector<std::pair<std::string, std::string>> env;
+    std::vector<std::pair<std::string, std::string>> env{};
 };
 
 struct command_result {

@@ -3,9 +3,12 @@
 
 #include <algorithm>
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "base/error.hpp"
+#include "symbols/elf_module.hpp"
 #include "symbols/proc_maps.hpp"
 
 using tdctl::symbols::map_entry;
@@ -128,4 +131,27 @@ TEST_CASE("read_maps of a process that does not exist throws an OS error")
         CHECK(e.domain() == tdctl::error_domain::os);
         CHECK(e.code() == ENOENT);
     }
+}
+
+TEST_CASE("module_set::maps_unchanged: true while the file mappings are those it was loaded from")
+{
+    const pid_t self = ::getpid();
+    auto set = tdctl::symbols::module_set::load(self);
+    CHECK(set.maps_unchanged(self));
+    // Anonymous memory is no module: it changes nothing.
+    void* anon = ::mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(anon != MAP_FAILED);
+    CHECK(set.maps_unchanged(self));
+    // A file mapped since, then gone again.
+    int fd = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    void* file = ::mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+    REQUIRE(file != MAP_FAILED);
+    CHECK_FALSE(set.maps_unchanged(self));
+    ::munmap(file, 4096);
+    ::close(fd);
+    CHECK(set.maps_unchanged(self));
+    ::munmap(anon, 1 << 16);
+    // No such process: not the same.
+    CHECK_FALSE(set.maps_unchanged(0));
 }
