@@ -50,8 +50,6 @@ thread_row row_of(core::session& session, const core::thread_entry& e, bool ns_c
         row.tid = e.lwp.value;
     row.ns_column = ns_column;
     row.ns_tid = e.ns_tid;
-    // Names come from /proc/PID/task/TID/comm, so only an LWP has one.
-    row.name = has_lwp ? session.thread_name(e.lwp) : std::string();
     row.state = state_of(e);
     if (e.has_record)
         row.handle = e.handle.value;
@@ -89,8 +87,19 @@ command_status runner::cmd_threads(const words& w, const std::string& where)
         process.name = procfs::process_name(session_->pid());
         process.threads = entries->size();
         process.library = library_of(*session_);
+        // Names come from /proc/PID/task/TID/comm, so only an LWP has one;
+        // they are read together (by a few threads on a large process).
+        std::vector<tid_t> lwps;
         for (const auto& e : *entries)
+            if (e.lwp.value != 0)
+                lwps.push_back(e.lwp);
+        auto names = session_->thread_names(lwps);
+        std::size_t next_name = 0;
+        for (const auto& e : *entries) {
             rows.push_back(row_of(*session_, e, process.ns_pid.has_value()));
+            if (e.lwp.value != 0)
+                rows.back().name = std::move(names[next_name++]);
+        }
     }
     out_.print(process);
     out_.heading(thread_columns(process.ns_pid.has_value()));

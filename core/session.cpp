@@ -334,6 +334,11 @@ std::string session::thread_name(tid_t lwp) const
     return files_.comm(lwp);
 }
 
+std::vector<std::string> session::thread_names(const std::vector<tid_t>& lwps) const
+{
+    return files_.comms(lwps);
+}
+
 std::optional<std::uint64_t> session::lwp_start_ticks(tid_t lwp) const
 {
     auto st = files_.stat(lwp);

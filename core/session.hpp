@@ -136,6 +136,9 @@ public:
 
     /// The thread's name (comm) from /proc/PID/task/TID/comm; "" when gone.
     std::string thread_name(tid_t lwp) const;
+    /// thread_name() of many LWPs at once (result[i] is lwps[i]'s), the
+    /// /proc reads spread over a few threads on a large process.
+    std::vector<std::string> thread_names(const std::vector<tid_t>& lwps) const;
     /// When the LWP started, clock ticks since boot (/proc/PID/task/TID/stat
     /// field 22); std::nullopt when gone.
     std::optional<std::uint64_t> lwp_start_ticks(tid_t lwp) const;

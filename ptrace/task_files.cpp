@@ -224,6 +224,31 @@ std::string task_files::comm(tid_t tid)
     return *text;
 }
 
+std::vector<std::string> task_files::comms(const std::vector<tid_t>& tids)
+{
+    std::vector<std::string> names(tids.size());
+    std::vector<tid_t> to_read;
+    std::vector<std::size_t> where;
+    for (std::size_t i = 0; i < tids.size(); ++i) {
+        if (auto it = final_comm_.find(tids[i]); it != final_comm_.end()) {
+            names[i] = it->second;
+        } else {
+            to_read.push_back(tids[i]);
+            where.push_back(i);
+        }
+    }
+    static constexpr file which[] = {file::comm};
+    read_each(to_read, which, [&](std::size_t k, texts t) {
+        std::string& name = names[where[k]];
+        if (!t[0])
+            return;
+        name = *t[0];
+        if (!name.empty() && name.back() == '\n')
+            name.pop_back();
+    });
+    return names;
+}
+
 std::optional<std::uint64_t> task_files::process_cpu_ns() const
 {
     return procfs::process_cpu_ns(pid_);

@@ -62,6 +62,10 @@ public:
     /// clock_getcpuclockid(3)); std::nullopt when the process is gone.
     std::optional<std::uint64_t> process_cpu_ns() const;
 
+    /// comm() of many tasks at once (result[i] is tids[i]'s), read with
+    /// read_each().
+    std::vector<std::string> comms(const std::vector<tid_t>& tids);
+
     /// Keeps `name` as the task's comm from now on, read no more: a thread
     /// past its TD_DEATH report runs no code that could rename it (another
     /// thread writing its comm file then goes unseen).

@@ -165,6 +165,25 @@ TEST_CASE("read_each: each task's files reach its own call, once, with readers, 
     }
 }
 
+TEST_CASE("comms: every task's name without its newline, a kept final name, \"\" for a task that is gone")
+{
+    constexpr int n = 150;
+    named_threads threads(n);
+    std::vector<tid_t> tids;
+    for (int i = 0; i < n; ++i)
+        tids.push_back(threads.tid(i));
+    tids.push_back(tid_t{0x3fffff});
+    procfs::task_files files(::getpid(), 4096);
+    files.keep_final_comm(tids[7], "kept-name");
+    auto names = files.comms(tids);
+    REQUIRE(names.size() == tids.size());
+    for (int i = 0; i < n; ++i) {
+        CAPTURE(i);
+        CHECK(names[static_cast<std::size_t>(i)] == (i == 7 ? std::string("kept-name") : "tf-" + std::to_string(i)));
+    }
+    CHECK(names.back().empty());
+}
+
 TEST_CASE("reader_count: at least one, at most four, never more than the CPUs this process may use")
 {
     const unsigned r = procfs::task_files::reader_count();
