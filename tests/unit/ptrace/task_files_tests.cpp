@@ -61,6 +61,15 @@ public:
         std::lock_guard lock(mutex_);
         return tids_[i];
     }
+    /// Every thread's TID in order, then one of no task.
+    std::vector<tid_t> tids_and_a_stranger()
+    {
+        std::vector<tid_t> all;
+        for (int i = 0; i < static_cast<int>(threads_.size()); ++i)
+            all.push_back(tid(i));
+        all.push_back(tid_t{0x3fffff});
+        return all;
+    }
 
 private:
     int ready()
@@ -109,10 +118,7 @@ TEST_CASE("read_each: each task's files reach its own call, once, with readers, 
 {
     constexpr int n = 200;
     named_threads threads(n);
-    std::vector<tid_t> tids;
-    for (int i = 0; i < n; ++i)
-        tids.push_back(threads.tid(i));
-    tids.push_back(tid_t{0x3fffff});  // no such task
+    const auto tids = threads.tids_and_a_stranger();
     const auto gone = tids.size() - 1;
 
     SUBCASE("readers, then the calling thread alone: the same answers")
@@ -169,10 +175,7 @@ TEST_CASE("comms: every task's name without its newline, a kept final name, \"\"
 {
     constexpr int n = 150;
     named_threads threads(n);
-    std::vector<tid_t> tids;
-    for (int i = 0; i < n; ++i)
-        tids.push_back(threads.tid(i));
-    tids.push_back(tid_t{0x3fffff});
+    const auto tids = threads.tids_and_a_stranger();
     procfs::task_files files(::getpid(), 4096);
     files.keep_final_comm(tids[7], "kept-name");
     auto names = files.comms(tids);
