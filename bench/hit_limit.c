@@ -19,7 +19,11 @@
  * symbol addresses are this process's, moved by the difference of the two
  * load addresses. Field offsets come from glibc's own _thread_db_*
  * descriptors ({bits, count, byte offset}), read in this process.
- * Prints "hit_limit: C creates, D deaths" and exits 0 once the target ends. */
+ * Prints "hit_limit: C creates, D deaths" and exits 0 once the target ends.
+ *
+ * hit_limit --no-breakpoints PID: the same tracer with nothing armed (no
+ * mask, no flag, no trap bytes): clone and exit tracking alone, the floor
+ * for a tracer that follows threads without their reports. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -93,11 +97,12 @@ static void write_target(pid_t pid, uintptr_t at, const void* bytes, size_t n)
 
 int main(int argc, char** argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: hit_limit PID\n");
+    const int armed = !(argc == 3 && strcmp(argv[1], "--no-breakpoints") == 0);
+    if (argc != 2 && armed) {
+        fprintf(stderr, "usage: hit_limit [--no-breakpoints] PID\n");
         return 64;
     }
-    const pid_t pid = (pid_t)atol(argv[1]);
+    const pid_t pid = (pid_t)atol(argv[argc - 1]);
     Dl_info self;
     if (dladdr((void*)&printf, &self) == 0)
         die("dladdr");
@@ -119,6 +124,36 @@ int main(int argc, char** argv)
     int status = 0;
     if (waitpid(pid, &status, __WALL) != pid)
         die("waitpid");
+
+    if (!armed) {
+        if (ptrace(PTRACE_CONT, pid, 0, 0) != 0)
+            die("PTRACE_CONT");
+        long clones = 0;
+        for (;;) {
+            pid_t tid = waitpid(-1, &status, __WALL);
+            if (tid < 0) {
+                if (errno == EINTR)
+                    continue;
+                break;
+            }
+            if (WIFEXITED(status) || WIFSIGNALED(status)) {
+                if (tid == pid)
+                    break;
+                continue;
+            }
+            int sig = WSTOPSIG(status), event = status >> 16, deliver = 0;
+            if (event == PTRACE_EVENT_CLONE) {
+                unsigned long child = 0;
+                (void)ptrace(PTRACE_GETEVENTMSG, tid, 0, &child);
+                ++clones;
+            } else if (event == 0 && sig != SIGSTOP) {
+                deliver = sig;
+            }
+            (void)ptrace(PTRACE_CONT, tid, 0, (void*)(long)deliver);
+        }
+        printf("hit_limit: %ld clones, nothing armed\n", clones);
+        return 0;
+    }
 
     /* Reporting on: the global mask, the one thread's flag, the two sites. */
     const uint32_t mask[2] = {(1u << (td_create - 1)) | (1u << (td_death - 1)), 0};

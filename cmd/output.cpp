@@ -51,7 +51,14 @@ void output::stamp(events::json_record& rec) const
 void output::event(const events::event_message& msg)
 {
     if (json_) {
-        record(events::event_to_json(msg), {});
+        // The one record a run prints per stop: written with no JSON tree.
+        if (before_)
+            before_();
+        std::string line = events::event_json_line(msg, pid_);
+        std::fwrite(line.data(), 1, line.size(), out_);
+        end_line();
+        if (after_)
+            after_();
     } else {
         if (before_)
             before_();
@@ -68,8 +75,9 @@ void output::write_text(const std::string& text)
 {
     if (before_)
         before_();
-    std::fputs(text.c_str(), out_);
-    std::fputc('\n', out_);
+    // One write call per line: the run waker's flush never splits one.
+    std::string line = text + '\n';
+    std::fwrite(line.data(), 1, line.size(), out_);
     end_line();
     if (after_)
         after_();

@@ -97,6 +97,10 @@ public:
     /// Writes out what is buffered (also done when tdctl is about to sleep
     /// in the wait loop, and at exit).
     void flush();
+    /// Writes out what the stream buffers, touching nothing else: safe from
+    /// another thread while this one prints (stdio locks the stream). A
+    /// failed write is noted by the next line or flush() here.
+    void flush_buffered() { std::fflush(out_); }
 
     /// While tdctl runs the target (runner::run_until), lines are kept in
     /// the stream's buffer and written out before tdctl sleeps, when the

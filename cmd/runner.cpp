@@ -4,7 +4,9 @@
 #include <array>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <poll.h>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
@@ -180,25 +182,67 @@ run_end runner::run_until(std::optional<double> seconds, const std::function<boo
     // over a lingering stop to arm lets it go here).
     if (session_ && session_->is_alive())
         session_->release_lingering();
-    // Lines are written out when tdctl is about to sleep, not one by one.
-    output::deferred batch(out_);
-    bool signal_ready = true;
-    for (;;) {
+    // The run ends when the target has gone, or nobody can read what
+    // happens next (then as SIGTERM would end it).
+    auto session_or_output_ended = [&]() -> std::optional<run_end> {
         if (!session_->is_alive())
             return exit_status_ ? run_end::exited : run_end::detached;
         if (!out_.ok()) {
-            // Nobody can read what happens next: end as SIGTERM would.
             must_exit_ = true;
             return run_end::signal;
         }
-        // Handle what is already pending before sleeping in poll().
-        for (const auto& ev : session_->pump(0)) {
+        return std::nullopt;
+    };
+    // Each event to on_event; the run ends at the target's exit or when on_event says so.
+    auto hand_out = [&](const std::vector<session_event>& events) -> std::optional<run_end> {
+        for (const auto& ev : events) {
             bool done = on_event(ev);
             if (ev.what == session_event::kind::process_exited)
                 return run_end::exited;
             if (done)
                 return run_end::done;
         }
+        return std::nullopt;
+    };
+    // Lines are written out when tdctl is about to sleep, not one by one.
+    output::deferred batch(out_);
+    if (run_waker* waker = blocking_waker()) {
+        // One blocking waitpid() per stop; the waker ends it for a signal or
+        // the deadline, and writes the lines out meanwhile.
+        waker->begin_run(deadline);
+        struct end_guard {
+            run_waker& w;
+            ~end_guard() { w.end_run(); }
+        } end{*waker};
+        bool no_child = false;
+        for (;;) {
+            if (auto end = session_or_output_ended())
+                return *end;
+            if (waker->attention().load() || no_child) {
+                waker->clear_attention();
+                if (int sig = signals_.take(); sig != 0) {
+                    take_signal(sig);
+                    return run_end::signal;
+                }
+            }
+            if (deadline && clock::now() >= *deadline)
+                return run_end::timeout;
+            if (no_child) {
+                // Nothing to wait for with waitpid(): sleep as the poll loop does.
+                pollfd p{signals_.fd(), POLLIN, 0};
+                ::poll(&p, 1, ptrace::waiter::repoll_ms);
+            }
+            if (auto end = hand_out(session_->pump_blocking(waker->attention(), no_child)))
+                return *end;
+        }
+    }
+    bool signal_ready = true;
+    for (;;) {
+        if (auto end = session_or_output_ended())
+            return *end;
+        // Handle what is already pending before sleeping in poll().
+        if (auto end = hand_out(session_->pump(0)))
+            return *end;
         // The signal descriptor is read when poll() says it has something
         // (and once at the start): an empty read per stop is a syscall the
         // target waits for.
@@ -224,6 +268,18 @@ run_end runner::run_until(std::optional<double> seconds, const std::function<boo
         int n = ::poll(fds, 2, wait_ms);
         signal_ready = n < 0 || (n > 0 && (fds[1].revents & POLLIN) != 0);
     }
+}
+
+run_waker* runner::blocking_waker()
+{
+    if (!waker_) {
+        // TDCTL_WAIT=poll: the poll() loop throughout (for comparing the two).
+        const char* mode = std::getenv("TDCTL_WAIT");
+        if (mode != nullptr && std::string_view(mode) == "poll")
+            return nullptr;
+        waker_ = std::make_unique<run_waker>(signals_.fd(), [this] { out_.flush_buffered(); });
+    }
+    return waker_->usable() ? waker_.get() : nullptr;
 }
 
 run_end runner::run_for(std::optional<double> seconds)

@@ -13,6 +13,7 @@
 
 #include "cmd/command_line.hpp"
 #include "cmd/output.hpp"
+#include "cmd/run_waker.hpp"
 #include "cmd/signal_source.hpp"
 #include "core/session.hpp"
 #include "events/event_summary.hpp"
@@ -184,6 +185,9 @@ private:
     /// Runs the target until `done` says so, `seconds` pass, a signal
     /// arrives or the target exits. Every session event goes to `on_event`.
     run_end run_until(std::optional<double> seconds, const std::function<bool(const core::session_event&)>& on_event);
+    /// The waker of run_until()'s blocking wait, made at the first run;
+    /// nullptr where it cannot work (then run_until() polls).
+    run_waker* blocking_waker();
     /// run_until() showing every event, for `seconds` (none: until a signal or the end).
     run_end run_for(std::optional<double> seconds);
     /// A target held (at its entry point, by `interrupt`) runs now.
@@ -221,6 +225,8 @@ private:
     // Every printed message, counted (output's observer for this runner's life).
     events::event_summary summary_;
     trace_output* trace_ = nullptr;
+    // Declared last: its thread flushes out_ and is joined first.
+    std::unique_ptr<run_waker> waker_;
 };
 
 /// Help text: the command list, or one command's usage.

@@ -905,6 +905,33 @@ std::vector<session_event> session::pump(int timeout_ms)
     return out;
 }
 
+std::vector<session_event> session::pump_blocking(const std::atomic<bool>& attention, bool& no_child)
+{
+    std::vector<session_event> out;
+    no_child = false;
+    if (!process_->is_alive() || process_->is_detached())
+        return out;
+    release_lingering();
+    if (unwinder_)
+        unwinder_->target_ran();
+    // Stops are taken one blocking wait each until one is for the user; what
+    // a stop queued is handed out with it, with no look for more (a look
+    // that finds nothing is a system call the target waits for).
+    while (out.empty() && process_->is_alive()) {
+        auto ev = process_->next_event_blocking(attention, no_child);
+        if (!ev)
+            break;
+        handle(*ev, out, false);
+        while (process_->has_queued_events() && process_->is_alive() &&
+               (out.empty() || out.back().what != session_event::kind::stopped_at_event))
+            if (auto queued = process_->next_event(0))
+                handle(*queued, out, false);
+        if (!out.empty() && out.back().what == session_event::kind::stopped_at_event)
+            break;
+    }
+    return out;
+}
+
 void session::handle(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent)
 {
     switch (ev.kind) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <set>
@@ -215,6 +216,13 @@ public:
     /// Runs the target for at most timeout_ms, handling every stop; returns
     /// what a user should see (maybe nothing). 0 polls.
     std::vector<session_event> pump(int timeout_ms);
+    /// The same, waiting as cheaply as the kernel allows: one blocking
+    /// waitpid() per status (traced_process::next_event_blocking) until a
+    /// stop gives something a user should see or `attention` ends the wait
+    /// (another thread set it, then called ptrace::waiter::wake_blocked_wait()).
+    /// Returns at once with what is queued. `no_child`: there was nothing to
+    /// wait for (the caller should sleep some other way).
+    std::vector<session_event> pump_blocking(const std::atomic<bool>& attention, bool& no_child);
 
     /// Holds every LWP stopped (the `interrupt` command, and around edits that
     /// must not race the target, such as unlinking from the message list).

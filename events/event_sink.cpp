@@ -1,5 +1,8 @@
 #include "events/event_sink.hpp"
 
+#include <cmath>
+#include <iterator>
+
 #include <fmt/format.h>
 
 #include "events/event_names.hpp"
@@ -178,6 +181,75 @@ json_record event_to_json(const event_message& msg) {
     }
     if (!msg.call_site.is_null()) record["call_site"] = hex_addr(msg.call_site.value);
     return record;
+}
+
+std::string event_json_line(const event_message& msg, int pid) {
+    std::string out;
+    out.reserve(256);
+    auto key = [&](const char* name) {
+        out += out.size() <= 1 ? "\"" : ",\"";
+        out += name;
+        out += "\":";
+    };
+    auto hex = [&](std::uint64_t v) { fmt::format_to(std::back_inserter(out), "\"{:#x}\"", v); };
+    out += '{';
+    key("type");
+    out += "\"event\"";
+    key("event");
+    append_json_string(out, event_name(msg.event));
+    key("tid");
+    fmt::format_to(std::back_inserter(out), "{}", msg.tid.value);
+    if (msg.ns_tid) {
+        key("ns_tid");
+        fmt::format_to(std::back_inserter(out), "{}", *msg.ns_tid);
+    }
+    key("name");
+    append_json_string(out, msg.name);
+    key("handle");
+    hex(msg.handle.value);
+    key("data");
+    hex(msg.data);
+    key("reporter");
+    fmt::format_to(std::back_inserter(out), "{}", msg.reporter.value);
+    key("time");
+    if (double t = json_seconds(msg.time); std::isfinite(t))
+        fmt::format_to(std::back_inserter(out), "{}", t);
+    else
+        out += "null";
+    if (!msg.origin.empty()) {
+        key("origin");
+        append_json_string(out, msg.origin);
+    }
+    if (!msg.start_routine.is_null()) {
+        key("startfunc");
+        hex(msg.start_routine.value);
+        key("startsym");
+        if (msg.start_symbol.empty())
+            out += "null";
+        else
+            append_json_string(out, msg.start_symbol);
+    }
+    if (msg.lifetime_ns) {
+        key("lifetime_ns");
+        fmt::format_to(std::back_inserter(out), "{}", *msg.lifetime_ns);
+    }
+    if (!msg.frames.empty()) {
+        key("frames");
+        json_record list = json_record::array();
+        for (const auto& f : msg.frames) list.push_back(frame_to_json(f));
+        append_json_value(out, list);
+    }
+    if (!msg.call_site.is_null()) {
+        key("call_site");
+        hex(msg.call_site.value);
+    }
+    key("pid");
+    if (pid != 0)
+        fmt::format_to(std::back_inserter(out), "{}", pid);
+    else
+        out += "null";
+    out += "}\n";
+    return out;
 }
 
 std::unique_ptr<event_sink> make_text_sink(std::FILE* out, bool flush_each_line) {

@@ -43,6 +43,11 @@ std::unique_ptr<event_sink> make_jsonl_sink(std::FILE* out, bool flush_each_line
 /// callers that embed or post-process event records.
 json_record event_to_json(const event_message& msg);
 
+/// The same record as one JSON line, with "pid" last (`pid` 0: null), as
+/// json_line() of event_to_json() with that "pid" added would write it, but
+/// with no JSON tree built: the line of every event `watch` prints.
+std::string event_json_line(const event_message& msg, int pid);
+
 /// The message as the text sink prints it, without the trailing newline.
 std::string format_event_text(const event_message& msg);
 

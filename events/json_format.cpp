@@ -95,6 +95,14 @@ void append_json(std::string& out, const json_record& v) {
 
 }  // namespace
 
+void append_json_string(std::string& out, const std::string& text) {
+    append_string(out, text);
+}
+
+void append_json_value(std::string& out, const json_record& value) {
+    append_json(out, value);
+}
+
 std::string json_line(const json_record& record) {
     // Compact; invalid UTF-8 in names is replaced, valid UTF-8 kept readable.
     std::string line;

@@ -26,6 +26,12 @@ double json_seconds(double seconds);
 /// U+FFFD (nlohmann's error_handler_t::replace), then '\n'.
 std::string json_line(const json_record& record);
 
+/// Appends `text` as a JSON string: plain ASCII as it is, anything else
+/// escaped as json_line() does (invalid UTF-8 replaced by U+FFFD).
+void append_json_string(std::string& out, const std::string& text);
+/// Appends `value` as json_line() writes it.
+void append_json_value(std::string& out, const json_record& value);
+
 /// Writes json_line(record) and flushes, because the reader may be a pipe
 /// read live. Returns false if the stream reported an error.
 bool write_json_line(std::FILE* out, const json_record& record);

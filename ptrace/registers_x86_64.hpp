@@ -24,6 +24,8 @@ public:
     void set_sp(target_addr a) { regs_.rsp = a.value; }
     /// The thread pointer: for glibc, the address of the thread's struct pthread.
     target_addr thread_pointer() const { return target_addr{regs_.fs_base}; }
+    /// Where PTRACE_PEEKUSER finds the thread pointer (struct user's regs.fs_base).
+    static const std::size_t thread_pointer_offset;
     /// Syscall number at a syscall or ptrace-event stop (orig_rax).
     long syscall_number() const { return static_cast<long>(regs_.orig_rax); }
     /// First syscall argument (rdi).

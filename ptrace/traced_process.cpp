@@ -556,6 +556,28 @@ std::optional<stop_event> traced_process::next_event(int timeout_ms)
     }
 }
 
+std::optional<stop_event> traced_process::next_event_blocking(const std::atomic<bool>& attention, bool& no_child)
+{
+    no_child = false;
+    if (queue_.empty() && !gone_) {
+        for (;;) {
+            std::optional<std::pair<tid_t, wait_status>> got;
+            auto why = waiter_->wait_until_woken(attention, got);
+            if (why == waiter::woken_by::no_child)
+                no_child = true;
+            if (why != waiter::woken_by::status)
+                return std::nullopt;
+            if (auto ev = handle_status(got->first, got->second)) {
+                leave_to_owner(*ev);
+                return ev;
+            }
+            if (!queue_.empty() || gone_)
+                break;
+        }
+    }
+    return next_event(0);
+}
+
 void traced_process::hold_stopped(task& t)
 {
     t.stopped = true;
@@ -909,34 +931,13 @@ std::optional<std::uint64_t> traced_process::read_clone_flags(long syscall_numbe
     return std::nullopt;
 }
 
-std::optional<std::pair<std::uint64_t, target_addr>> traced_process::read_clone_request(const registers& parent)
+bool traced_process::is_in_thread_group(tid_t task_id) const
 {
-    // struct clone_args (linux/sched.h): flags, pidfd, child_tid, parent_tid,
-    // exit_signal, stack, stack_size, tls — eight 64-bit fields.
-    struct clone_args_head {
-        std::uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
-    };
-    std::uint64_t flags = 0;
-    std::uint64_t tls = 0;
-    switch (parent.syscall_number()) {
-    case SYS_vfork:
-        return std::pair{std::uint64_t{CLONE_VFORK}, parent.thread_pointer()};
-    case SYS_clone:
-        flags = parent.arg0();
-        tls = parent.arg4();
-        break;
-    case SYS_clone3: {
-        clone_args_head args{};
-        if (!memory_->read_value(target_addr{parent.arg0()}, args))
-            return std::nullopt;
-        flags = args.flags;
-        tls = args.tls;
-        break;
-    }
-    default:
-        return std::nullopt;
-    }
-    return std::pair{flags, (flags & CLONE_SETTLS) != 0 ? target_addr{tls} : parent.thread_pointer()};
+    // Signal 0 checks existence only; ESRCH also when task_id is in another
+    // thread group. EPERM comes after the group check: it is in this one.
+    if (::syscall(SYS_tgkill, pid_, task_id.value, 0) == 0)
+        return true;
+    return errno == EPERM;
 }
 
 std::optional<stop_event> traced_process::on_clone(task& parent)
@@ -947,16 +948,6 @@ std::optional<stop_event> traced_process::on_clone(task& parent)
         return std::nullopt;
     tid_t child = *new_tid;
 
-    // Is it a thread of this process, and what is its thread pointer? Both
-    // come from what the parent asked of clone: no register read of the child.
-    std::uint64_t flags = CLONE_THREAD;
-    std::optional<target_addr> thread_pointer;
-    if (auto regs = registers::read(parent.tid))
-        if (auto request = read_clone_request(*regs)) {
-            flags = request->first;
-            thread_pointer = request->second;
-        }
-
     auto first = wait_first_stop(child);
     if (!first || !first->is_stop()) {
         log::debug("clone child {} vanished before its first stop", child.value);
@@ -964,9 +955,12 @@ std::optional<stop_event> traced_process::on_clone(task& parent)
             restart(parent);
         return std::nullopt;
     }
-    if ((flags & CLONE_THREAD) == 0) {
-        // A new process sharing (CLONE_VM) or copying memory: not ours to keep.
-        let_go_new_process(child, (flags & CLONE_VM) == 0);
+    // A thread of this process, or a new process (a clone without
+    // CLONE_THREAD whose exit signal is not SIGCHLD)? One system call, where
+    // the parent's registers and its clone3 arguments took two.
+    if (!is_in_thread_group(child)) {
+        // Not ours to keep; a copy of our memory gets the original bytes back.
+        let_go_new_process(child, !shares_memory_with_target(child));
         if (!is_holding())
             restart(parent);
         return std::nullopt;
@@ -974,8 +968,12 @@ std::optional<stop_event> traced_process::on_clone(task& parent)
 
     task& t = add_task(child);
     t.stopped = true;
-    if (thread_pointer)
-        t.thread_pointer = *thread_pointer;
+    // Its thread pointer (fs_base, set from clone's TLS argument): one word
+    // of its saved registers.
+    long fs_base = 0;
+    if (ptrace_call(PTRACE_PEEKUSER, child, reinterpret_cast<void*>(registers::thread_pointer_offset), nullptr,
+                    &fs_base) == 0)
+        t.thread_pointer = target_addr{static_cast<std::uint64_t>(fs_base)};
     else if (auto regs = registers::read(child))
         t.thread_pointer = regs->thread_pointer();
     parent.newest_clone_child = child;

@@ -9,6 +9,7 @@
 // stale interrupts) is handled here.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
@@ -143,6 +144,13 @@ public:
     /// Next stop the owner must handle: queued ones first, then from the wait
     /// loop for at most timeout_ms (0: poll; -1: until one comes).
     std::optional<stop_event> next_event(int timeout_ms);
+    /// The same while the target runs and tdctl has nothing else to do:
+    /// queued stops first, then one blocking waitpid() per status
+    /// (waiter::wait_until_woken) until a stop for the owner comes, or
+    /// `attention` (set by another thread, which then calls
+    /// waiter::wake_blocked_wait()) ends the wait: std::nullopt. Also
+    /// std::nullopt, with `no_child` set, when there is nothing to wait for.
+    std::optional<stop_event> next_event_blocking(const std::atomic<bool>& attention, bool& no_child);
     bool has_queued_events() const { return !queue_.empty(); }
     /// A stop may be waiting now (queued, or a status the wait loop has not
     /// looked for since it last found one): look before sleeping on wait_fd().
@@ -287,11 +295,9 @@ private:
     /// (from its syscall number and first argument); std::nullopt for any
     /// other call, or when clone3's clone_args cannot be read.
     std::optional<std::uint64_t> read_clone_flags(long syscall_number, std::uint64_t arg0);
-    /// What a clone stop's parent asked for: its CLONE_* flags and the new
-    /// thread's thread pointer (the tls argument with CLONE_SETTLS, else the
-    /// parent's own), from the parent's registers and, for clone3(2), one
-    /// read of its struct clone_args. std::nullopt when they cannot be read.
-    std::optional<std::pair<std::uint64_t, target_addr>> read_clone_request(const registers& parent);
+    /// Whether task_id is a task of the target's thread group now (tgkill
+    /// with signal 0): how a clone event's child is told from a new process.
+    bool is_in_thread_group(tid_t task_id) const;
     /// Detaches a new process (fork, vfork, clone without CLONE_THREAD); one
     /// with its own copy of our memory gets the original bytes back first.
     void let_go_new_process(tid_t child, bool has_own_memory);

@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <csignal>
 #include <poll.h>
+#include <sched.h>
+#include <cstddef>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -16,6 +18,39 @@
 namespace tdctl::ptrace {
 
 namespace {
+// The wake child that is to be reaped (0: none) and whether a
+// wait_until_woken() is blocked (or about to block) in waitpid(). The two are
+// a Dekker pair with the caller's attention flag: the waiting thread sets
+// `blocked` then reads attention; the waking thread sets attention then
+// reads `blocked`. One of them sees the other's store, so a wake is never
+// lost between the last look and the waitpid().
+std::atomic<pid_t> wake_child{0};
+std::atomic<bool> wait_blocked{false};
+
+// Swallows the status of the pending wake child. True when `r` was it.
+bool take_wake_child(pid_t r)
+{
+    pid_t expected = r;
+    return r > 0 && wake_child.compare_exchange_strong(expected, 0);
+}
+
+int exit_at_once(void*)
+{
+    return 0;  // the clone wrapper ends the child with SYS_exit
+}
+
+// A child that exits at once, its PID stored in `slot` by the kernel before
+// the child runs (CLONE_PARENT_SETTID), so no waitpid() can take its exit
+// before it is known. CLONE_VFORK: this thread sleeps until the child has
+// exited; CLONE_VM: nothing is copied. Returns the PID, or -1.
+pid_t make_wake_child(std::atomic<pid_t>& slot)
+{
+    alignas(16) static thread_local std::byte stack[16 * 1024];
+    static_assert(sizeof(std::atomic<pid_t>) == sizeof(pid_t));
+    return ::clone(exit_at_once, stack + sizeof stack, CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | SIGCHLD,
+                   nullptr, reinterpret_cast<pid_t*>(&slot));
+}
+
 long long now_ms()
 {
     timespec ts{};
@@ -32,6 +67,11 @@ taken_status take_status(pid_t which, int options)
         int status = 0;
         pid_t r = ::waitpid(which, &status, __WALL | options);
         if (r > 0) {
+            if (take_wake_child(r)) {
+                if ((options & WNOHANG) == 0)
+                    return taken_status{tid_t{r}, std::nullopt, false};  // woken: no status
+                continue;
+            }
             if (take_unconsumed_stop(tid_t{r}, status)) {
                 log::debug("wait: task {} stop already read by PTRACE_GETSIGINFO", r);
                 continue;
@@ -114,6 +154,47 @@ void waiter::wait_ready(int timeout_ms, int wake_fd)
     pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_fd, POLLIN, 0}};
     if (::poll(p, wake_fd >= 0 ? 2 : 1, timeout_ms) < 0 && errno != EINTR)
         throw error::from_errno(errno, "poll on SIGCHLD");
+}
+
+waiter::woken_by waiter::wait_until_woken(const std::atomic<bool>& attention,
+                                           std::optional<std::pair<tid_t, wait_status>>& got)
+{
+    // SIGCHLDs pile up on the descriptor meanwhile: the next wait_any() drains it.
+    stale_ = true;
+    wait_blocked.store(true);
+    if (attention.load()) {
+        wait_blocked.store(false);
+        return woken_by::wake;
+    }
+    taken_status taken = take_status(-1, 0);
+    wait_blocked.store(false);
+    if (taken.status) {
+        got.emplace(taken.tid, *taken.status);
+        return woken_by::status;
+    }
+    return taken.no_child ? woken_by::no_child : woken_by::wake;
+}
+
+bool waiter::wake_blocked_wait()
+{
+    if (!wait_blocked.load() || wake_child.load() != 0)
+        return false;
+    pid_t r = make_wake_child(wake_child);
+    if (r < 0) {
+        wake_child.store(0);
+        return false;
+    }
+    return true;
+}
+
+bool waiter::can_wake_blocked_wait()
+{
+    std::atomic<pid_t> probe{0};
+    pid_t r = make_wake_child(probe);
+    if (r <= 0)
+        return false;
+    taken_status taken = take_status(r, 0);
+    return taken.status && taken.status->kind() == wait_kind::exited;
 }
 
 std::optional<wait_status> waiter::wait_for(tid_t tid)

@@ -1,8 +1,10 @@
-// The one place tdctl calls waitpid(): always with __WALL, never blocking
-// without a bound. Readiness comes from a signalfd for SIGCHLD, so the same
-// descriptor can sit in the command loop's poll() next to the terminal.
+// The one place tdctl calls waitpid(): always with __WALL. Readiness comes
+// from a signalfd for SIGCHLD, so the same descriptor can sit in the command
+// loop's poll() next to the terminal; or, while the target runs, one blocking
+// waitpid() per stop that another thread can end (wait_until_woken).
 #pragma once
 
+#include <atomic>
 #include <optional>
 #include <utility>
 
@@ -43,6 +45,31 @@ public:
     /// caller that takes statuses by TID and emptied the descriptor (drain_fd)
     /// before its last look.
     void wait_ready(int timeout_ms, int wake_fd = -1);
+
+    /// What wait_until_woken() returned with.
+    enum class woken_by { status, wake, no_child };
+
+    /// One status from any traced task or child with one blocking
+    /// waitpid(-1, __WALL): the cheapest wait there is (a stop wakes the
+    /// caller directly; no SIGCHLD, descriptor or poll in between). It ends
+    /// without a status (woken_by::wake) when `attention` is already set when
+    /// it starts, or when another thread sets it and then calls
+    /// wake_blocked_wait(); woken_by::no_child when there is no child at
+    /// all. `got` holds the status for woken_by::status.
+    woken_by wait_until_woken(const std::atomic<bool>& attention, std::optional<std::pair<tid_t, wait_status>>& got);
+
+    /// From any thread, after setting the `attention` flag a wait_until_woken()
+    /// may be blocked on: ends that wait. It makes a child process that exits
+    /// at once (clone with CLONE_VM|CLONE_VFORK: no copy of the address space)
+    /// and whose exit that waitpid() then returns; the child's status is
+    /// swallowed by every wait here. At most one such child is pending. False
+    /// when no wait was blocked, a child is already pending, or clone failed
+    /// (EAGAIN at RLIMIT_NPROC, a seccomp filter): call again later.
+    static bool wake_blocked_wait();
+
+    /// Whether wake_blocked_wait() can work here: makes one wake child and
+    /// reaps it. Call once, from the thread that will wake, before relying on it.
+    static bool can_wake_blocked_wait();
 
     /// waitpid(tid, __WALL), blocking: only for a task whose next status is
     /// known to be imminent (a new clone's first stop, a single-step, a child

@@ -30,6 +30,25 @@ std::vector<pid_t> tids_with_labels(const std::vector<record_fact>& facts, std::
     return out;
 }
 
+// The forker's children all exited 0 (`expected` of them), and the run's
+// TD_CREATE and TD_DEATH are exactly those of the parent's churn threads.
+void check_children_and_parent_events(const tdctl_run& run, const std::vector<record_fact>& facts,
+                                      std::size_t expected)
+{
+    auto child_exits = facts_of_kind(facts, "child-exit");
+    CHECK(facts_of_kind(facts, "fork").size() == expected);
+    REQUIRE(child_exits.size() == expected);
+    for (const auto& c : child_exits) {
+        CAPTURE(c.line);
+        CHECK_MESSAGE(c.number(1) == 0, "a child died: a trap byte was left in its memory, or it was kept");
+    }
+    auto parent_threads = to_multiset(tids_with_labels(facts, {"churner", "churn"}));
+    auto diff_create = multiset_difference(parent_threads, tid_multiset(run.events("TD_CREATE")));
+    CHECK_MESSAGE(diff_create.empty(), "TD_CREATE vs the parent's threads: " << diff_create);
+    auto diff_death = multiset_difference(parent_threads, tid_multiset(run.events("TD_DEATH")));
+    CHECK_MESSAGE(diff_death.empty(), "TD_DEATH vs the parent's threads: " << diff_death);
+}
+
 }  // namespace
 
 TEST_SUITE("hard cases")
@@ -80,6 +99,31 @@ TEST_SUITE("hard cases")
         auto exits = run.of_type("exit");
         REQUIRE(exits.size() == 1);
         CHECK(int_field(exits[0], "pid") == pid);
+        CHECK(int_field(exits[0], "status") == 0);
+    }
+
+    TEST_CASE("forker clone-process: raw clone() children without CLONE_THREAD are let go clean, the parent's threads reported")
+    {
+        require_ptrace();
+        temp_file record("forker-clone-record");
+        auto run = run_tdctl({"--json", "--", fixture_path("forker"), "--record", record.path(), "clone-process"}, 60s);
+        INFO(run.describe());
+        auto facts = read_record(record.path());
+        INFO("record: " << format_record(facts, 100));
+
+        CHECK(run.result.status.exit_code() == 0);
+        REQUIRE(count_kind(facts, "done") == 1);
+        check_children_and_parent_events(run, facts, 3);
+        std::set<pid_t> child_ids;
+        for (const auto& f : facts_of_kind(facts, "fork"))
+            child_ids.insert(f.id());
+        for (const auto& e : run.of_type("event")) {
+            CAPTURE(e.dump());
+            CHECK_FALSE(child_ids.contains(static_cast<pid_t>(int_field(e, "tid"))));
+            CHECK_FALSE(child_ids.contains(static_cast<pid_t>(int_field(e, "reporter"))));
+        }
+        auto exits = run.of_type("exit");
+        REQUIRE(exits.size() == 1);
         CHECK(int_field(exits[0], "status") == 0);
     }
 

@@ -350,3 +350,37 @@ TEST_CASE("an event with frames, a start routine and a lifetime: text lines and 
     CHECK_FALSE(jd.contains("frames"));
     CHECK_FALSE(jd.contains("startfunc"));
 }
+
+TEST_CASE("event_json_line writes exactly what json_line(event_to_json) with a pid writes") {
+    std::vector<ev::event_message> cases;
+    auto m = sample_create();
+    cases.push_back(m);
+    m.ns_tid = 7;
+    m.origin = "lwp-exit";
+    m.lifetime_ns = 123456789;
+    m.call_site = tdctl::target_addr{0x401234};
+    m.time = 0.0031580000000001;
+    cases.push_back(m);
+    m.name = "we\"ird\\\n\xff\x01";  // escapes and invalid UTF-8
+    m.start_routine = tdctl::target_addr{0x401136};
+    m.start_symbol = "";
+    cases.push_back(m);
+    m.start_symbol = "ns::worker(int)";
+    ev::stack_frame f;
+    f.pc = tdctl::target_addr{0x7f00};
+    f.function = "__nptl_create_event";
+    f.module = "libc.so.6";
+    m.frames = {f, f};
+    m.event = TD_DEATH;
+    m.time = 12345.5;
+    cases.push_back(m);
+    m = ev::event_message{};  // nothing set
+    cases.push_back(m);
+    for (int pid : {0, 4242}) {
+        for (const auto& c : cases) {
+            auto rec = ev::event_to_json(c);
+            rec["pid"] = pid != 0 ? ev::json_record(pid) : ev::json_record(nullptr);
+            CHECK(ev::event_json_line(c, pid) == ev::json_line(rec));
+        }
+    }
+}

@@ -2,7 +2,10 @@
 // status may be waiting, so a command loop that polls it never spins.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <csignal>
+#include <ctime>
+#include <thread>
 #include <optional>
 #include <poll.h>
 #include <sys/wait.h>
@@ -233,4 +236,84 @@ TEST_CASE("a waitpid status that differs from the peeked one is handed out (the 
     REQUIRE(ended.has_value());
     CHECK(ended->kind() == tdctl::ptrace::wait_kind::killed);
     CHECK(ended->signal() == SIGKILL);
+}
+
+namespace {
+
+// A child that lives until killed, killed and reaped at scope end.
+struct sleeping_child {
+    pid_t pid = ::fork();
+    sleeping_child()
+    {
+        if (pid == 0) {
+            ::pause();
+            ::_exit(0);
+        }
+    }
+    ~sleeping_child()
+    {
+        if (pid > 0) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, __WALL);
+        }
+    }
+};
+
+double seconds_now()
+{
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+}  // namespace
+
+TEST_CASE("a blocking wait_until_woken() is ended by another thread's wake, and the wake child leaves no status")
+{
+    REQUIRE(waiter::can_wake_blocked_wait());
+    waiter w;
+    sleeping_child other;  // a child that gives no status: waitpid(-1) would block for good
+    REQUIRE(other.pid > 0);
+    std::atomic<bool> attention{false};
+    std::thread waker([&] {
+        ::usleep(100 * 1000);
+        attention.store(true);
+        // The waiter may not have reached waitpid() yet: try until a wake was made.
+        for (int i = 0; i < 2000 && !waiter::wake_blocked_wait(); ++i)
+            ::usleep(1000);
+    });
+    std::optional<std::pair<tdctl::tid_t, tdctl::ptrace::wait_status>> got;
+    const double start = seconds_now();
+    auto why = w.wait_until_woken(attention, got);
+    const double took = seconds_now() - start;
+    waker.join();
+    CHECK(why == waiter::woken_by::wake);
+    CHECK_FALSE(got.has_value());
+    CHECK(took >= 0.09);
+    CHECK_MESSAGE(took < 5.0, "the wake did not end the wait");
+    // The wake child was reaped by that wait: nothing is left to take.
+    auto left = w.try_wait_any();
+    CHECK_FALSE(left.status.has_value());
+    CHECK_FALSE(left.no_child);
+}
+
+TEST_CASE("wait_until_woken() with attention already set returns at once; with a child's status, that status")
+{
+    waiter w;
+    sleeping_child other;
+    REQUIRE(other.pid > 0);
+    std::atomic<bool> attention{true};
+    std::optional<std::pair<tdctl::tid_t, tdctl::ptrace::wait_status>> got;
+    CHECK(w.wait_until_woken(attention, got) == waiter::woken_by::wake);
+    CHECK_FALSE(waiter::wake_blocked_wait());  // no wait is blocked: no child is made
+
+    attention.store(false);
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0)
+        ::_exit(7);
+    REQUIRE(w.wait_until_woken(attention, got) == waiter::woken_by::status);
+    REQUIRE(got.has_value());
+    CHECK(got->first.value == child);
+    CHECK(got->second.kind() == tdctl::ptrace::wait_kind::exited);
 }
