@@ -540,6 +540,71 @@ TEST_SUITE("do no harm")
         CHECK(target.send_signal(SIGKILL));
     }
 
+    // While a run waits on a quiet target, the tracer sleeps in a blocking
+    // waitpid() that only the waker thread can end (no stop will come). A
+    // wake lost between the tracer's last look at the signals and its
+    // waitpid() would leave tdctl deaf to the signal for good.
+    TEST_CASE("100 random SIGTERM/SIGINT/SIGHUP during watch on an idle target: each ends tdctl within 1 s")
+    {
+        require_attach();
+        constexpr int rounds = 100;
+        constexpr int signals[] = {SIGTERM, SIGINT, SIGHUP};
+        std::mt19937 random(2026);
+        auto target = child_process::spawn({fixture_path("sleeper"), "4"});
+        REQUIRE(wait_until([&] { return task_tids(target.pid()).size() == 5; }, 10s));
+        int problems = 0;
+        double slowest_ms = 0;
+        std::string first;
+        for (int round = 0; round < rounds; ++round) {
+            const int sig = signals[round % 3];
+            auto tdctl = child_process::spawn({tdctl_path(), "--json", "-p", std::to_string(target.pid()), "-e",
+                                               round % 2 == 0 ? "watch" : "sleep 100"});
+            REQUIRE_MESSAGE(await_record(tdctl, "attached", 10s), tdctl.describe());
+            std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 100000)(random)));
+            REQUIRE(tdctl.send_signal(sig));
+            auto sent = std::chrono::steady_clock::now();
+            auto status = tdctl.wait_exit(5s);
+            double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - sent).count();
+            slowest_ms = std::max(slowest_ms, ms);
+            auto died = target.wait_exit(0ms);
+            std::string left = died ? "" : traced_leftovers(target.pid());
+            bool ok = status && status->exit_code() == 128 + sig && ms < 1000 && !died && left.empty();
+            if (!ok) {
+                ++problems;
+                if (first.empty())
+                    first = fmt::format("round {}: signal {}: tdctl {} after {:.0f} ms; target {}; traced: {}; "
+                                        "stderr: {}",
+                                        round, sig, status ? status->describe() : "still running", ms,
+                                        died ? died->describe() : "alive", left, tdctl.stderr_text());
+                if (died)
+                    break;
+            }
+        }
+        MESSAGE("slowest end after the signal: " << slowest_ms << " ms");
+        CHECK_MESSAGE(problems == 0, problems << " bad rounds of " << rounds << "; first: " << first);
+        CHECK(target.send_signal(SIGKILL));
+    }
+
+    TEST_CASE("watch --for 0.05 on an idle target ends on time, 20 of 20 (only the waker can end its wait)")
+    {
+        require_attach();
+        auto target = child_process::spawn({fixture_path("sleeper"), "2"});
+        REQUIRE(wait_until([&] { return task_tids(target.pid()).size() == 3; }, 10s));
+        for (int round = 0; round < 20; ++round) {
+            CAPTURE(round);
+            auto start = std::chrono::steady_clock::now();
+            auto run = run_tdctl({"--json", "-p", std::to_string(target.pid()), "-e", "watch --for 0.05"}, 10s);
+            double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            INFO(run.describe());
+            auto ends = run.of_type("watch_end");
+            REQUIRE(ends.size() == 1);
+            CHECK(ends[0].value("reason", "") == "duration");
+            CHECK(took < 2.0);
+        }
+        CHECK(traced_leftovers(target.pid()).empty());
+        CHECK(target.send_signal(SIGKILL));
+    }
+
     // Deadlines hold however stops arrive. With each waitpid() 20 ms slow
     // (a badly loaded host), `watch --for 2` on a storm never ended: one
     // pump took 512 stops before the deadline was looked at again.

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <csignal>
 #include <ctime>
+#include <random>
 #include <thread>
 #include <optional>
 #include <poll.h>
@@ -316,4 +317,45 @@ TEST_CASE("wait_until_woken() with attention already set returns at once; with a
     REQUIRE(got.has_value());
     CHECK(got->first.value == child);
     CHECK(got->second.kind() == tdctl::ptrace::wait_kind::exited);
+}
+
+TEST_CASE("500 wakes at random moments around the wait's start: one wake_blocked_wait() call always suffices")
+{
+    REQUIRE(waiter::can_wake_blocked_wait());
+    waiter w;
+    sleeping_child other;
+    REQUIRE(other.pid > 0);
+    std::mt19937 random(99);
+    int slow = 0;
+    for (int round = 0; round < 500; ++round) {
+        std::atomic<bool> attention{false};
+        std::atomic<bool> returned{false};
+        std::atomic<bool> starting{false};
+        const double delay_s = std::uniform_int_distribution<int>(0, 20000)(random) * 1e-9;
+        std::thread blocked([&] {
+            std::optional<std::pair<tdctl::tid_t, tdctl::ptrace::wait_status>> got;
+            starting.store(true);
+            (void)w.wait_until_woken(attention, got);
+            returned.store(true);
+        });
+        // Aimed at the wait's first microseconds: 0-20 us after it starts.
+        while (!starting.load()) {
+        }
+        for (const double until = seconds_now() + delay_s; seconds_now() < until;) {
+        }
+        // The waker's side, once: set the flag, then wake whatever wait is blocked.
+        attention.store(true);
+        (void)waiter::wake_blocked_wait();
+        const double start = seconds_now();
+        while (!returned.load() && seconds_now() - start < 2.0)
+            ::usleep(100);
+        if (!returned.load()) {
+            ++slow;
+            (void)waiter::wake_blocked_wait();  // let the thread go, to join it
+        }
+        blocked.join();
+        // A wake child made for a wait that had already returned is swallowed here.
+        (void)w.try_wait_any();
+    }
+    CHECK_MESSAGE(slow == 0, slow << " of 500 waits were not ended by their one wake");
 }
