@@ -41,6 +41,14 @@ std::optional<tid_t> thread_handle::lwp_of_record_tid(pid_t tid) const
 
 td_result<td_thrinfo_t> thread_handle::get_info() const
 {
+    auto both = get_info_and_lwp();
+    if (!both)
+        return td_fail(both.error());
+    return both->first;
+}
+
+td_result<std::pair<td_thrinfo_t, std::optional<tid_t>>> thread_handle::get_info_and_lwp() const
+{
     td_thrinfo_t info;
     std::memset(&info, 0, sizeof info);
     info.ti_type = TD_THR_USER;
@@ -51,7 +59,7 @@ td_result<td_thrinfo_t> thread_handle::get_info() const
         info.ti_lid = agent_->target().pid();
         if (auto on = protocol.read_initial_report_events())
             info.ti_traceme = *on ? 1 : 0;
-        return info;
+        return std::pair{info, std::optional<tid_t>(tid_t{agent_->target().pid()})};
     }
     // Every field in one read of the target: a `threads` of T threads makes
     // T reads here, not five times as many.
@@ -71,7 +79,7 @@ td_result<td_thrinfo_t> thread_handle::get_info() const
         info.ti_state = TD_THR_ZOMBIE;
     else
         info.ti_state = TD_THR_UNKNOWN;
-    return info;
+    return std::pair{info, lwp};
 }
 
 }  // namespace tdctl::core

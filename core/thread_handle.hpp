@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 
 #include <thread_db.h>
 
@@ -45,6 +46,9 @@ public:
     /// zero. TD_BADTH when the record cannot be read, TD_DBERR when part of it
     /// cannot.
     td_result<td_thrinfo_t> get_info() const;
+    /// get_info() and lwp() from the same one read of the record (the thread
+    /// list's row: a `threads` of T threads then reads T records once each).
+    td_result<std::pair<td_thrinfo_t, std::optional<tid_t>>> get_info_and_lwp() const;
 
     /// The LWP that runs this thread now, as a TID of tdctl's PID namespace
     /// (the record's tid is the target's own: mapped through NSpid), or

@@ -20,9 +20,14 @@ td_result<std::vector<thread_entry>> list_threads(target_access& target, thread_
             thread_entry e;
             e.handle = th.value();
             e.has_record = true;
-            if (auto info = th.get_info())
-                e.info = *info;
-            auto lwp = th.lwp();
+            // The row's fields and its LWP from one read of the record.
+            td_result<std::optional<tid_t>> lwp = td_fail(TD_BADTH);
+            if (auto both = th.get_info_and_lwp()) {
+                e.info = both->first;
+                lwp = both->second;
+            } else {
+                lwp = th.lwp();
+            }
             if (lwp && *lwp && !claimed.contains(**lwp)) {
                 e.kind = thread_entry_kind::running;
                 e.lwp = **lwp;

@@ -49,6 +49,19 @@ void check_children_and_parent_events(const tdctl_run& run, const std::vector<re
     CHECK_MESSAGE(diff_death.empty(), "TD_DEATH vs the parent's threads: " << diff_death);
 }
 
+// `tdctl --json -- forker --record R MODE`: the run and the fixture's record.
+struct forker_run {
+    tdctl_run run;
+    std::vector<record_fact> facts;
+};
+
+forker_run run_forker(const char* mode)
+{
+    temp_file record(fmt::format("forker-{}-record", mode));
+    auto run = run_tdctl({"--json", "--", fixture_path("forker"), "--record", record.path(), mode}, 60s);
+    return {std::move(run), read_record(record.path())};
+}
+
 }  // namespace
 
 TEST_SUITE("hard cases")
@@ -56,10 +69,8 @@ TEST_SUITE("hard cases")
     TEST_CASE("forker (fork, vfork): exit 0, children unharmed and untraced, events only for the parent's threads")
     {
         require_ptrace();
-        temp_file record("forker-record");
-        auto run = run_tdctl({"--json", "--", fixture_path("forker"), "--record", record.path()}, 60s);
+        auto [run, facts] = run_forker("fork");
         INFO(run.describe());
-        auto facts = read_record(record.path());
         INFO("record: " << format_record(facts, 100));
 
         CHECK(run.result.status.exit_code() == 0);
@@ -105,10 +116,8 @@ TEST_SUITE("hard cases")
     TEST_CASE("forker clone-process: raw clone() children without CLONE_THREAD are let go clean, the parent's threads reported")
     {
         require_ptrace();
-        temp_file record("forker-clone-record");
-        auto run = run_tdctl({"--json", "--", fixture_path("forker"), "--record", record.path(), "clone-process"}, 60s);
+        auto [run, facts] = run_forker("clone-process");
         INFO(run.describe());
-        auto facts = read_record(record.path());
         INFO("record: " << format_record(facts, 100));
 
         CHECK(run.result.status.exit_code() == 0);
@@ -130,10 +139,8 @@ TEST_SUITE("hard cases")
     TEST_CASE("forker exec-thread: a non-main thread execs; events after the exec come from the new image")
     {
         require_ptrace();
-        temp_file record("forker-exec-record");
-        auto run = run_tdctl({"--json", "--", fixture_path("forker"), "--record", record.path(), "exec-thread"}, 60s);
+        auto [run, facts] = run_forker("exec-thread");
         INFO(run.describe());
-        auto facts = read_record(record.path());
         INFO("record: " << format_record(facts));
 
         CHECK(run.result.status.exit_code() == 0);
