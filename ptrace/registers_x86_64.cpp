@@ -1,7 +1,6 @@
 #include "ptrace/registers_x86_64.hpp"
 
 #include <cerrno>
-#include <cstddef>
 
 #include "base/error.hpp"
 #include "ptrace/ptrace_call.hpp"
@@ -38,7 +37,5 @@ bool registers::emulate_return(target_memory& mem)
     set_sp(sp() + 8);
     return true;
 }
-
-const std::size_t registers::thread_pointer_offset = offsetof(struct user, regs) + offsetof(user_regs_struct, fs_base);
 
 }  // namespace tdctl::ptrace

@@ -1,6 +1,7 @@
 // x86_64 general registers of a stopped task (PTRACE_GETREGS/SETREGS).
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <sys/user.h>
 
@@ -25,7 +26,7 @@ public:
     /// The thread pointer: for glibc, the address of the thread's struct pthread.
     target_addr thread_pointer() const { return target_addr{regs_.fs_base}; }
     /// Where PTRACE_PEEKUSER finds the thread pointer (struct user's regs.fs_base).
-    static const std::size_t thread_pointer_offset;
+    static constexpr std::size_t thread_pointer_offset = offsetof(struct user, regs) + offsetof(user_regs_struct, fs_base);
     /// Syscall number at a syscall or ptrace-event stop (orig_rax).
     long syscall_number() const { return static_cast<long>(regs_.orig_rax); }
     /// First syscall argument (rdi).

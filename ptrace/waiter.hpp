@@ -68,7 +68,7 @@ public:
     static bool wake_blocked_wait();
 
     /// Whether wake_blocked_wait() can work here: makes one wake child and
-    /// reaps it. Call once, from the thread that will wake, before relying on it.
+    /// reaps it (by its PID). Call once, before relying on it.
     static bool can_wake_blocked_wait();
 
     /// waitpid(tid, __WALL), blocking: only for a task whose next status is
