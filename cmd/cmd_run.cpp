@@ -145,7 +145,7 @@ command_status runner::cmd_watch(const words& w, const std::string& where)
         return command_status::failed;
     if (auto r = session_->arm(*list); !r)
         return td_error(r.error(), fmt::format("{}: watch", where));
-    core::usage_window_scope usage(*session_, core::counter_depth::times);
+    core::usage_window_scope usage(*session_, core::counter_depth::times, time_split_named_rows);
     event_stacks_scope stacks(*session_, static_cast<int>(options->bt.value_or(0)));
     if (trace_ != nullptr)
         trace_->observe(*session_);
@@ -190,7 +190,7 @@ command_status runner::cmd_sleep(const words& w, const std::string& where)
     if (has_target())
         let_run();
     if (has_target()) {
-        core::usage_window_scope usage(*session_, core::counter_depth::times);
+        core::usage_window_scope usage(*session_, core::counter_depth::times, time_split_named_rows);
         run_for(seconds);
         print_time_split("sleep", session_->take_usage_window());
         return command_status::ok;

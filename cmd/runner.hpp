@@ -179,6 +179,9 @@ private:
     void print_time_split(const std::string& command, const core::window_usage& split);
     /// At most this many rows in that split; the other threads are summed in one.
     static constexpr std::size_t time_split_max_rows = 32;
+    // The rows of a time split that can show a thread by name: the first
+    // time_split_max_rows, or all of max + 1 (time_split_rows() folds no lone row).
+    static constexpr std::size_t time_split_named_rows = time_split_max_rows + 1;
     /// LWPs of "" / "all" (every task of the process) or of one TID.
     std::optional<std::vector<tid_t>> lwp_list(const std::string& arg, const std::string& where);
 

@@ -176,7 +176,8 @@ std::vector<std::expected<lwp_times_row, int>> read_lwp_times_rows(procfs::task_
     return rows;
 }
 
-std::expected<lwp_counters_row, int> read_lwp_counters(procfs::task_files& files, tid_t lwp, counter_depth depth)
+std::expected<lwp_counters_row, int> read_lwp_counters(procfs::task_files& files, tid_t lwp, counter_depth depth,
+                                                       with_name name)
 {
     lwp_counters_row row;
     if (depth == counter_depth::full) {
@@ -197,7 +198,7 @@ std::expected<lwp_counters_row, int> read_lwp_counters(procfs::task_files& files
         return std::unexpected(ESRCH);
     row.counters.cpu_ns = sched->cpu_ns;
     row.counters.wait_ns = sched->wait_ns;
-    if (depth == counter_depth::times)
+    if (depth == counter_depth::times && name == with_name::yes)
         row.comm = files.comm(lwp);
     return row;
 }

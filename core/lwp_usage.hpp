@@ -101,7 +101,12 @@ struct lwp_counters_row {
     lwp_counters counters;
     std::string comm;
 };
-std::expected<lwp_counters_row, int> read_lwp_counters(procfs::task_files& files, tid_t lwp, counter_depth depth);
+/// Whether a counters read also takes the LWP's name: at `times` depth the
+/// name is a file of its own (comm: open, read, close for an LWP read once),
+/// at `full` depth it comes with stat either way.
+enum class with_name : bool { no, yes };
+std::expected<lwp_counters_row, int> read_lwp_counters(procfs::task_files& files, tid_t lwp, counter_depth depth,
+                                                       with_name name = with_name::yes);
 
 /// One member of a row that was read (`row->*member`), or the row's errno.
 template <typename Row, typename Member>

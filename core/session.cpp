@@ -1347,9 +1347,9 @@ std::expected<lwp_times, int> session::lwp_info(tid_t lwp)
 
 // ---------------------------------------------------------------- usage windows
 
-void session::open_usage_window(counter_depth depth)
+void session::open_usage_window(counter_depth depth, std::size_t named_rows)
 {
-    usage_.emplace(files_, depth, lwps());
+    usage_.emplace(files_, depth, lwps(), named_rows);
 }
 
 window_usage session::take_usage_window()

@@ -286,7 +286,8 @@ public:
 
     /// Opens a usage window now (one at a time: an open one is replaced).
     /// While it is open, each birth, exit stop and exec is accounted in it.
-    void open_usage_window(counter_depth depth);
+    /// `named_rows`: see usage_window's constructor.
+    void open_usage_window(counter_depth depth, std::size_t named_rows = usage_window::all_named);
     /// Every LWP's share since the window opened or was last taken (those
     /// that ended included); the next window starts now. Empty when no
     /// window is open.
@@ -520,7 +521,10 @@ private:
 /// constructor, closed on every way out.
 class usage_window_scope {
 public:
-    usage_window_scope(session& s, counter_depth depth) : s_(s) { s_.open_usage_window(depth); }
+    usage_window_scope(session& s, counter_depth depth, std::size_t named_rows = usage_window::all_named) : s_(s)
+    {
+        s_.open_usage_window(depth, named_rows);
+    }
     ~usage_window_scope() { s_.close_usage_window(); }
     usage_window_scope(const usage_window_scope&) = delete;
     usage_window_scope& operator=(const usage_window_scope&) = delete;

@@ -1,5 +1,7 @@
 #include "core/usage_window.hpp"
 
+#include <algorithm>
+
 #include "core/stats_collector.hpp"
 
 namespace tdctl::core {
@@ -39,15 +41,49 @@ lwp_rates rates_of(const lwp_window_usage& u, std::uint64_t window_ns)
             per_second(u.grown.minflt), per_second(u.grown.majflt)};
 }
 
-usage_window::usage_window(procfs::task_files& files, counter_depth depth, const std::vector<tid_t>& lwps)
-    : files_(&files), depth_(depth)
+usage_window::usage_window(procfs::task_files& files, counter_depth depth, const std::vector<tid_t>& lwps,
+                           std::size_t named_rows)
+    : files_(&files), depth_(depth), named_rows_(named_rows)
 {
     // Opened before the first read, so no LWP is charged more than the
-    // time it was counted.
+    // time it was counted. A base needs no name.
     start_ns_ = monotonic_ns();
     for (tid_t t : lwps)
-        if (auto row = read_lwp_counters(*files_, t, depth_))
+        if (auto row = read_lwp_counters(*files_, t, depth_, with_name::no))
             live_[t] = base{row->counters, start_ns_, false};
+}
+
+bool usage_window::may_rank_at_end(std::uint64_t runnable)
+{
+    if (named_rows_ == all_named)
+        return true;
+    // take() lists the ended LWPs after the live ones, in the order they
+    // ended, and ranking keeps that order among equals: named_rows_ LWPs that
+    // ended before this one, each with at least its time, all rank above it.
+    if (ranked_ended_.size() < named_rows_) {
+        ranked_ended_.push(runnable);
+        return true;
+    }
+    if (named_rows_ == 0 || runnable <= ranked_ended_.top())
+        return false;
+    ranked_ended_.pop();
+    ranked_ended_.push(runnable);
+    return true;
+}
+
+void usage_window::name_ranked_live(window_usage& out, std::size_t live)
+{
+    if (depth_ != counter_depth::times || live == 0)
+        return;  // at `full` depth every row has its name from stat
+    auto runnable = [&](std::size_t i) { return out.lwps[i].grown.cpu_ns + out.lwps[i].grown.wait_ns; };
+    std::vector<std::size_t> order(out.lwps.size());
+    for (std::size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+    std::ranges::stable_sort(order, [&](std::size_t a, std::size_t b) { return runnable(a) > runnable(b); });
+    const std::size_t ranked = std::min(order.size(), named_rows_);
+    for (std::size_t k = 0; k < ranked; ++k)
+        if (order[k] < live)
+            out.lwps[order[k]].name = files_->comm(out.lwps[order[k]].tid);
 }
 
 lwp_window_usage usage_window::share(const base& b, const lwp_counters_row& now, std::uint64_t now_ns) const
@@ -70,10 +106,13 @@ void usage_window::on_death(tid_t lwp)
     auto it = live_.find(lwp);
     if (it == live_.end())
         return;
-    if (auto row = read_lwp_counters(*files_, lwp, depth_)) {
+    if (auto row = read_lwp_counters(*files_, lwp, depth_, with_name::no)) {
         auto u = share(it->second, *row, monotonic_ns());
         u.tid = lwp;
         u.ended = true;
+        // Read now or never: the task is gone after its exit stop.
+        if (depth_ == counter_depth::times && may_rank_at_end(u.grown.cpu_ns + u.grown.wait_ns))
+            u.name = files_->comm(lwp);
         ended_.push_back(std::move(u));
     }
     live_.erase(it);
@@ -100,7 +139,7 @@ window_usage usage_window::take(const std::vector<tid_t>& lwps)
 {
     window_usage out;
     for (tid_t t : lwps) {
-        auto row = read_lwp_counters(*files_, t, depth_);
+        auto row = read_lwp_counters(*files_, t, depth_, named_rows_ == all_named ? with_name::yes : with_name::no);
         const std::uint64_t now_ns = monotonic_ns();
         if (!row)
             continue;
@@ -119,9 +158,13 @@ window_usage usage_window::take(const std::vector<tid_t>& lwps)
     const std::uint64_t end_ns = monotonic_ns();
     out.window_ns = end_ns - start_ns_;
     start_ns_ = end_ns;
+    const std::size_t live = out.lwps.size();
     for (auto& u : ended_)
         out.lwps.push_back(std::move(u));
     ended_.clear();
+    ranked_ended_ = {};
+    if (named_rows_ != all_named)
+        name_ranked_live(out, live);
     return out;
 }
 

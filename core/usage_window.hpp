@@ -4,10 +4,14 @@
 // task's counters at 0) and death (its exit stop, while the task can still be
 // read), and when the window is taken. So a thread that lives and dies inside
 // the window counts fully. `top` takes one window per interval; `watch` and
-// `sleep` take one over their whole run (the on-CPU / run-queue / off-CPU split).
+// `sleep` take one over their whole run (the on-CPU / run-queue / off-CPU split),
+// naming only the LWPs that can rank among the rows the split shows.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <queue>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -57,15 +61,26 @@ lwp_rates rates_of(const lwp_window_usage& u, std::uint64_t window_ns);
 
 class usage_window final : public lwp_lifecycle {
 public:
+    /// Every LWP of a window is named.
+    static constexpr std::size_t all_named = static_cast<std::size_t>(-1);
+
     /// Opens the window now. `lwps`: the target's LWPs now; `depth`: which
-    /// counters each read fills (counter_depth::times reads schedstat only).
-    usage_window(procfs::task_files& files, counter_depth depth, const std::vector<tid_t>& lwps);
+    /// counters each read fills (counter_depth::times reads schedstat, and
+    /// comm for a name). `named_rows`: how many of a taken window's LWPs,
+    /// ranked by on-CPU + run-queue time (most first; equal ones in the
+    /// order take() lists them), are shown by name. At `times` depth only
+    /// those are named: an LWP that ends after `named_rows` others that ended
+    /// with at least its time cannot rank among them and is left unnamed,
+    /// which saves its comm file (open, read, close) at every exit stop.
+    usage_window(procfs::task_files& files, counter_depth depth, const std::vector<tid_t>& lwps,
+                 std::size_t named_rows = all_named);
 
     /// Every LWP's share since the window opened or was last taken, those
     /// that ended included (first the live ones in the order of `lwps`, then
     /// the ended ones as they ended); the next window starts now. `lwps`: the
     /// target's LWPs now. An LWP that cannot be read now is left for its exit
-    /// stop, which counts it in the next window.
+    /// stop, which counts it in the next window. Names: see the constructor
+    /// (an unnamed LWP's name is "").
     window_usage take(const std::vector<tid_t>& lwps);
 
     // lwp_lifecycle. An LWP gone without an exit stop loses what it did
@@ -78,7 +93,11 @@ public:
 private:
     procfs::task_files* files_;
     counter_depth depth_;
+    std::size_t named_rows_;
     std::uint64_t start_ns_ = 0;
+    // The named_rows_ largest on-CPU + run-queue times (ns) of the LWPs that
+    // ended in this window, least on top.
+    std::priority_queue<std::uint64_t, std::vector<std::uint64_t>, std::greater<>> ranked_ended_;
     // The counters an LWP had when this window started counting it.
     struct base {
         lwp_counters at;
@@ -89,6 +108,12 @@ private:
     std::vector<lwp_window_usage> ended_;
 
     lwp_window_usage share(const base& b, const lwp_counters_row& now, std::uint64_t now_ns) const;
+    // Whether an LWP that ended with `runnable` ns may rank among the first
+    // named_rows_ (recorded if so).
+    bool may_rank_at_end(std::uint64_t runnable);
+    // Names the live LWPs of `out` (its first `live` entries) that rank among
+    // the first named_rows_, at `times` depth.
+    void name_ranked_live(window_usage& out, std::size_t live);
 };
 
 }  // namespace tdctl::core

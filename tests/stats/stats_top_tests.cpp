@@ -392,6 +392,47 @@ TEST_CASE("watch's time split: every thread born and ended during the watch, and
     }
 }
 
+TEST_CASE("sleep's time split on a storm of threads that name themselves: each row shown has its thread's name, "
+          "the others are summed in one row")
+{
+    // Nothing is armed, so each name is read at the thread's exit stop, and
+    // only for a thread that can still rank among the rows shown.
+    test::require_ptrace();
+    test::temp_file record("tdctl-split-names");
+    auto run = test::run_command({test::tdctl_path(), "--json", "-e", "sleep 120", "--", test::fixture_path("churn"),
+                                  "--record", record.path(), "--named", "8", "10"},
+                                 60s);
+    INFO(run.describe());
+    REQUIRE(run.status.is_success());
+    std::map<pid_t, std::string> label;
+    for (const auto& f : test::read_record(record.path()))
+        if (f.kind == "thread")
+            label[f.id()] = f.label();
+    REQUIRE(label.size() == 88);
+    std::size_t rows = 0, counted = 0;
+    for (const auto& r : test::json_lines(run.err)) {
+        if (r.value("type", "") != "time_split")
+            continue;
+        CHECK(r["command"] == "sleep");
+        ++rows;
+        if (r["tid"].is_null()) {
+            counted += r["threads"].get<std::size_t>();
+            continue;
+        }
+        ++counted;
+        const pid_t tid = r["tid"].get<pid_t>();
+        CAPTURE(tid);
+        if (tid == r["pid"].get<pid_t>())
+            CHECK(r["name"] == "churn");
+        else if (label.contains(tid))
+            CHECK(r["name"] == label[tid]);   // "inner" threads renamed from their creator's "outer"
+        else
+            FAIL("a row for a thread the fixture did not record");
+    }
+    CHECK(rows == 33);
+    CHECK(counted == 89);
+}
+
 TEST_CASE("SIGTERM and SIGINT during top: a clean detach, exit 128+N, the target runs on untraced")
 {
     test::require_ptrace();
