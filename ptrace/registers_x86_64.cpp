@@ -18,6 +18,15 @@ std::optional<registers> registers::read(tid_t tid)
     return r;
 }
 
+std::optional<target_addr> registers::read_thread_pointer(tid_t tid)
+{
+    long fs_base = 0;
+    if (ptrace_call(PTRACE_PEEKUSER, tid, reinterpret_cast<void*>(thread_pointer_offset), nullptr, &fs_base) == 0)
+        return target_addr{static_cast<std::uint64_t>(fs_base)};
+    auto regs = read(tid);
+    return regs ? std::optional<target_addr>(regs->thread_pointer()) : std::nullopt;
+}
+
 bool registers::write(tid_t tid) const
 {
     int err = ptrace_call(PTRACE_SETREGS, tid, nullptr, const_cast<user_regs_struct*>(&regs_));

@@ -16,6 +16,12 @@ public:
     /// vanished (ESRCH); throws tdctl::error for any other failure.
     static std::optional<registers> read(tid_t tid);
 
+    /// The thread pointer alone (fs_base) of a task in ptrace-stop: one word
+    /// of its saved registers (PTRACE_PEEKUSER at thread_pointer_offset), all
+    /// of them if that fails. std::nullopt if it vanished (ESRCH); throws
+    /// tdctl::error for any other failure.
+    static std::optional<target_addr> read_thread_pointer(tid_t tid);
+
     /// Writes them back. False if the task vanished; throws otherwise.
     bool write(tid_t tid) const;
 

@@ -233,8 +233,8 @@ std::unique_ptr<traced_process> traced_process::attach(pid_t pid, int cancel_fd)
         p->stop_running();
     }
     for (auto& [tid, t] : p->tasks_) {
-        if (auto regs = registers::read(tid))
-            t->thread_pointer = regs->thread_pointer();
+        if (auto tp = registers::read_thread_pointer(tid))
+            t->thread_pointer = *tp;
     }
     p->cancel_fd_ = -1;
     log::debug("attached to {} with {} tasks", pid, p->tasks_.size());
@@ -970,12 +970,8 @@ std::optional<stop_event> traced_process::on_clone(task& parent)
     t.stopped = true;
     // Its thread pointer (fs_base, set from clone's TLS argument): one word
     // of its saved registers.
-    long fs_base = 0;
-    if (ptrace_call(PTRACE_PEEKUSER, child, reinterpret_cast<void*>(registers::thread_pointer_offset), nullptr,
-                    &fs_base) == 0)
-        t.thread_pointer = target_addr{static_cast<std::uint64_t>(fs_base)};
-    else if (auto regs = registers::read(child))
-        t.thread_pointer = regs->thread_pointer();
+    if (auto tp = registers::read_thread_pointer(child))
+        t.thread_pointer = *tp;
     parent.newest_clone_child = child;
     return stop_event{stop_kind::thread_created, parent.tid, child, {}, 0};
 }
