@@ -125,7 +125,10 @@ journal_storage* journal_storage::shared() { return g_shared; }
 
 std::uint64_t process_start_time(pid_t pid)
 {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    // The main thread's own stat file: the same start time as the process's
+    // /proc/PID/stat, without the kernel summing every thread's CPU time and
+    // faults to print that one (O(threads)).
+    std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/stat");
     std::string line;
     if (!std::getline(in, line))
         return 0;

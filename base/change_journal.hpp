@@ -113,7 +113,7 @@ struct journal_storage {
     std::uint64_t magic = magic_value;
     std::int32_t pid = 0;                ///< the target; 0 while no journal uses the block
     std::uint32_t capacity = 0;          ///< slots after the header
-    std::uint64_t start_time = 0;        ///< the target's start time (/proc/PID/stat field 22, clock ticks)
+    std::uint64_t start_time = 0;        ///< the target's start time (process_start_time(), clock ticks)
     std::uint32_t high_water = 0;        ///< slots [0, high_water) may be live
     std::uint32_t claimed = 0;           ///< a change_journal uses the block
     std::uint64_t next_sequence = 1;
@@ -296,8 +296,9 @@ private:
     std::unordered_map<target_addr, std::array<std::byte, journal_storage::max_change_bytes>> at_mark_;
 };
 
-/// The target's start time in clock ticks since boot (/proc/PID/stat field
-/// 22), to tell a process from a later one with the same PID; 0 if unreadable.
+/// The target's start time in clock ticks since boot (field 22 of its main
+/// thread's /proc/PID/task/PID/stat, the process's), to tell a process from a
+/// later one with the same PID; 0 if unreadable.
 std::uint64_t process_start_time(pid_t pid);
 
 }  // namespace tdctl

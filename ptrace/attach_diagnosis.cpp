@@ -38,7 +38,7 @@ std::optional<std::string> precheck_attach(pid_t pid)
         return fmt::format("no such process: {}", pid);
     if (status->tgid != 0 && status->tgid != pid)
         return fmt::format("{} is a thread of process {}; attach to the process instead", pid, status->tgid);
-    if (auto stat = procfs::read_stat(pid); stat && (stat->flags & pf_kthread) != 0)
+    if (auto stat = procfs::read_task_stat(pid, tid_t{pid}); stat && (stat->flags & pf_kthread) != 0)
         return fmt::format("process {} ({}) is a kernel thread and cannot be traced", pid, status->name);
     if (status->state == 'Z' && status->threads > 1)
         return fmt::format("the main thread of process {} ({}) has exited (pthread_exit) while {} other threads run; "

@@ -53,7 +53,7 @@ module_set module_set::load(pid_t pid)
     using file_key = std::tuple<unsigned, unsigned, std::uint64_t, std::string>;
     std::map<file_key, std::size_t> group_of;
     std::vector<std::vector<map_entry>> groups;
-    set.mappings_ = file_mappings(read_maps(pid));
+    set.mappings_ = file_mappings(read_maps(pid, maps_lines::file_backed));
     for (map_entry e : set.mappings_) {
         auto [it, inserted] = group_of.try_emplace(file_key{e.dev_major, e.dev_minor, e.inode, e.path}, groups.size());
         if (inserted)
@@ -95,7 +95,7 @@ bool module_set::maps_unchanged(pid_t pid) const
 {
     std::vector<map_entry> now;
     try {
-        now = file_mappings(read_maps(pid));
+        now = file_mappings(read_maps(pid, maps_lines::file_backed));
     } catch (const error&) {
         return false;
     }

@@ -130,20 +130,23 @@ std::optional<map_entry> parse_line(std::string_view line)
 
 }  // namespace
 
-std::vector<map_entry> parse_maps(std::string_view text)
+std::vector<map_entry> parse_maps(std::string_view text, maps_lines which)
 {
     std::vector<map_entry> out;
+    const bool files_only = which == maps_lines::file_backed;
     while (!text.empty()) {
         std::size_t nl = text.find('\n');
         std::string_view line = text.substr(0, nl);
         text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-        if (auto e = parse_line(line))
+        if (files_only && line.find('/') == std::string_view::npos)
+            continue;
+        if (auto e = parse_line(line); e && (!files_only || e->is_file_backed()))
             out.push_back(std::move(*e));
     }
     return out;
 }
 
-std::vector<map_entry> read_maps(pid_t pid)
+std::vector<map_entry> read_maps(pid_t pid, maps_lines which)
 {
     std::string path = fmt::format("/proc/{}/maps", pid);
     unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -164,7 +167,7 @@ std::vector<map_entry> read_maps(pid_t pid)
             break;
         text.append(buf, static_cast<std::size_t>(n));
     }
-    return parse_maps(text);
+    return parse_maps(text, which);
 }
 
 }  // namespace tdctl::symbols

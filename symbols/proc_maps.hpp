@@ -24,11 +24,16 @@ struct map_entry {
     bool is_file_backed() const { return inode != 0 && !path.empty() && path.front() == '/'; }
 };
 
+/// Which lines of a maps file to keep: all, or only the file-backed ones
+/// (map_entry::is_file_backed(); a line without a '/' is passed over
+/// unparsed: a process's thread stacks are two anonymous lines each).
+enum class maps_lines { all, file_backed };
+
 /// Parses the text of a maps file. Malformed lines are skipped. Paths may
 /// contain spaces.
-std::vector<map_entry> parse_maps(std::string_view text);
+std::vector<map_entry> parse_maps(std::string_view text, maps_lines which = maps_lines::all);
 
 /// Reads and parses /proc/PID/maps. Throws tdctl::error (os) if it cannot be read.
-std::vector<map_entry> read_maps(pid_t pid);
+std::vector<map_entry> read_maps(pid_t pid, maps_lines which = maps_lines::all);
 
 }  // namespace tdctl::symbols

@@ -85,6 +85,40 @@ TEST_CASE("parse_maps handles anonymous and special mappings")
     }
 }
 
+TEST_CASE("parse_maps with maps_lines::file_backed keeps exactly the file-backed lines")
+{
+    const char* text =
+        "55a3d49ce000-55a3d49ef000 rw-p 00000000 00:00 0                          [heap]\n"
+        "55d0c0000000-55d0c0001000 r--p 00000000 fd:01 123                        /usr/bin/a b\n"
+        "7f8940f31000-7f8940f53000 rw-p 00000000 00:00 0 \n"
+        "7f8940f60000-7f8940f61000 ---p 00000000 00:00 0\n"
+        "7f8940f70000-7f8940f71000 rw-p 00000000 00:00 0                          [anon:a/b]\n"
+        "7f8941000000-7f8941001000 r-xp 00001000 fd:01 456                        /lib/libc.so.6 (deleted)\n"
+        "7fffdb66f000-7fffdb690000 rw-p 00000000 00:00 0                          [stack]\n";
+    auto files = parse_maps(text, tdctl::symbols::maps_lines::file_backed);
+    REQUIRE(files.size() == 2);
+    CHECK(files[0].path == "/usr/bin/a b");
+    CHECK(files[1].path == "/lib/libc.so.6");
+    CHECK(files[1].deleted);
+    std::vector<map_entry> filtered;
+    for (auto& e : parse_maps(text))
+        if (e.is_file_backed())
+            filtered.push_back(e);
+    REQUIRE(filtered.size() == files.size());
+
+    // And on this process: the same entries as reading all and filtering.
+    auto mine = read_maps(::getpid(), tdctl::symbols::maps_lines::file_backed);
+    std::vector<map_entry> all_files;
+    for (auto& e : read_maps(::getpid()))
+        if (e.is_file_backed())
+            all_files.push_back(e);
+    REQUIRE(mine.size() == all_files.size());
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+        CHECK(mine[i].start == all_files[i].start);
+        CHECK(mine[i].path == all_files[i].path);
+    }
+}
+
 TEST_CASE("parse_maps skips malformed lines and keeps the good ones")
 {
     auto maps = parse_maps(
