@@ -483,6 +483,12 @@ std::optional<std::pair<symbol, symbol_source>> elf_module::lookup_with_source(s
 {
     const symbol_query q = symbol_query::parse(name);
     std::lock_guard lock(impl_->mutex);
+    // Until something needs the whole tables (an address to name, a name
+    // .dynsym does not have), a name .dynsym has is found through .gnu.hash:
+    // an attach looks up a few names in libc's 3,000 symbols.
+    if (!impl_->own_tables_read)
+        if (auto e = symbol_table::find_hashed(impl_->file, impl_->file.section_by_type(SHT_DYNSYM), q))
+            return std::pair(impl_->to_symbol(*e), symbol_source::dynsym);
     impl_->read_own_tables();
     if (const table_entry* e = impl_->dynsym.find(q))
         return std::pair(impl_->to_symbol(*e), symbol_source::dynsym);

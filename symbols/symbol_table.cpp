@@ -24,6 +24,62 @@ int binding_rank(unsigned char binding)
     }
 }
 
+// The entry of symbol i of a table whose names are in string section
+// `strtab`, as read() and find_hashed() take it; std::nullopt for what a
+// table leaves out (undefined, section and file symbols, no name).
+std::optional<table_entry> entry_of(const elf_file& file, std::size_t strtab, const GElf_Sym& sym, std::size_t i,
+                                    const std::optional<version_names>& versions)
+{
+    const unsigned char type = GELF_ST_TYPE(sym.st_info);
+    if (sym.st_shndx == SHN_UNDEF || type == STT_SECTION || type == STT_FILE || sym.st_name == 0)
+        return std::nullopt;
+    const char* raw = elf_strptr(file.get(), strtab, sym.st_name);
+    if (raw == nullptr || *raw == '\0')
+        return std::nullopt;
+
+    table_entry e;
+    // .symtab spells versions into the name ("memcpy@GLIBC_2.2.5"); split
+    // them so both tables answer the same queries.
+    symbol_query spelled = symbol_query::parse(raw);
+    e.name = spelled.name;
+    e.version = spelled.version;
+    e.hidden = spelled.match == version_match::exact;
+    if (versions && e.version.empty())
+        std::tie(e.version, e.hidden) = versions->of(i);
+    e.value = sym.st_value;
+    e.size = sym.st_size;
+    e.type = type;
+    e.binding = GELF_ST_BIND(sym.st_info);
+    e.absolute = sym.st_shndx == SHN_ABS;
+    return e;
+}
+
+bool matches(const symbol_query& q, const table_entry& e)
+{
+    switch (q.match) {
+    case version_match::any: return true;
+    case version_match::exact: return e.version == q.version;
+    case version_match::default_only: return e.version == q.version && !e.hidden;
+    }
+    return false;
+}
+
+// Lower is better: default or unversioned before hidden, then global before
+// weak before local.
+int rank_of(const table_entry& e)
+{
+    return (e.hidden ? 4 : 0) + binding_rank(e.binding);
+}
+
+// The GNU hash of a symbol name (the dynamic linker's dl_new_hash).
+std::uint32_t gnu_hash(std::string_view name)
+{
+    std::uint32_t h = 5381;
+    for (unsigned char c : name)
+        h = h * 33 + c;
+    return h;
+}
+
 }  // namespace
 
 symbol_query symbol_query::parse(std::string_view text)
@@ -67,28 +123,10 @@ symbol_table symbol_table::read(const elf_file& file, Elf_Scn* scn)
         GElf_Sym sym;
         if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr)
             break;
-        const unsigned char type = GELF_ST_TYPE(sym.st_info);
-        if (sym.st_shndx == SHN_UNDEF || type == STT_SECTION || type == STT_FILE || sym.st_name == 0)
+        auto entry = entry_of(file, sh.sh_link, sym, i, versions);
+        if (!entry)
             continue;
-        const char* raw = elf_strptr(file.get(), sh.sh_link, sym.st_name);
-        if (raw == nullptr || *raw == '\0')
-            continue;
-
-        table_entry e;
-        // .symtab spells versions into the name ("memcpy@GLIBC_2.2.5"); split
-        // them so both tables answer the same queries.
-        symbol_query spelled = symbol_query::parse(raw);
-        e.name = spelled.name;
-        e.version = spelled.version;
-        e.hidden = spelled.match == version_match::exact;
-        if (versions && e.version.empty())
-            std::tie(e.version, e.hidden) = versions->of(i);
-        e.value = sym.st_value;
-        e.size = sym.st_size;
-        e.type = type;
-        e.binding = GELF_ST_BIND(sym.st_info);
-        e.absolute = sym.st_shndx == SHN_ABS;
-
+        table_entry& e = *entry;
         const auto index = static_cast<std::uint32_t>(t.entries_.size());
         auto [it, inserted] = t.first_by_name_.try_emplace(e.name, index);
         e.next_same_name = inserted ? npos : std::exchange(it->second, index);
@@ -109,22 +147,86 @@ const table_entry* symbol_table::find(const symbol_query& q) const
     // earliest entry among equals, as the linker would see it.
     for (std::uint32_t i = it->second; i != npos; i = entries_[i].next_same_name) {
         const table_entry& e = entries_[i];
-        switch (q.match) {
-        case version_match::any: break;
-        case version_match::exact:
-            if (e.version != q.version)
-                continue;
-            break;
-        case version_match::default_only:
-            if (e.version != q.version || e.hidden)
-                continue;
-            break;
-        }
-        int rank = (e.hidden ? 4 : 0) + binding_rank(e.binding);
+        if (!matches(q, e))
+            continue;
+        int rank = rank_of(e);
         if (best == nullptr || rank <= best_rank) {
             best = &e;
             best_rank = rank;
         }
+    }
+    return best;
+}
+
+std::optional<table_entry> symbol_table::find_hashed(const elf_file& file, Elf_Scn* dynsym, const symbol_query& q)
+{
+    GElf_Shdr dyn;
+    if (dynsym == nullptr || gelf_getclass(file.get()) != ELFCLASS64 || gelf_getshdr(dynsym, &dyn) == nullptr ||
+        dyn.sh_type != SHT_DYNSYM || dyn.sh_entsize == 0)
+        return std::nullopt;
+    const std::size_t dynsym_index = elf_ndxscn(dynsym);
+    Elf_Data* hash = nullptr;
+    for (Elf_Scn* scn = elf_nextscn(file.get(), nullptr); scn != nullptr; scn = elf_nextscn(file.get(), scn)) {
+        GElf_Shdr sh;
+        if (gelf_getshdr(scn, &sh) != nullptr && sh.sh_type == SHT_GNU_HASH && sh.sh_link == dynsym_index) {
+            hash = elf_getdata(scn, nullptr);
+            break;
+        }
+    }
+    Elf_Data* data = elf_getdata(dynsym, nullptr);
+    if (hash == nullptr || hash->d_buf == nullptr || data == nullptr)
+        return std::nullopt;
+
+    // .gnu.hash (ELF64): nbuckets, symoffset, bloom_size, bloom_shift (32 bits
+    // each), bloom_size 64-bit words, nbuckets bucket words, then one chain
+    // word per hashed symbol (from symoffset on), its low bit ending a chain.
+    // Every size is checked against the section: the file is the target's.
+    const std::size_t count = dyn.sh_size / dyn.sh_entsize;
+    const std::size_t words = hash->d_size / sizeof(std::uint32_t);
+    const auto* w = static_cast<const std::uint32_t*>(hash->d_buf);
+    if (words < 4)
+        return std::nullopt;
+    const std::uint64_t nbuckets = w[0], symoffset = w[1], bloom_words = w[2];
+    const std::uint64_t buckets_at = 4 + bloom_words * 2;
+    if (nbuckets == 0 || symoffset == 0 || symoffset > count || buckets_at + nbuckets > words)
+        return std::nullopt;
+    const std::uint32_t* buckets = w + buckets_at;
+    const std::uint32_t* chain = buckets + nbuckets;
+    const std::size_t chain_words = words - buckets_at - nbuckets;
+
+    std::optional<version_names> versions;
+    versions.emplace(file, dynsym_index);
+    // An entry the hash does not reach (before symoffset) with this name could
+    // outrank the hashed ones: then the whole table decides.
+    for (std::size_t i = 1; i < symoffset; ++i) {
+        GElf_Sym sym;
+        if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr)
+            return std::nullopt;
+        if (auto e = entry_of(file, dyn.sh_link, sym, i, versions); e && e->name == q.name)
+            return std::nullopt;
+    }
+
+    const std::uint32_t h = gnu_hash(q.name);
+    std::optional<table_entry> best;
+    int best_rank = 0;
+    for (std::uint64_t i = buckets[h % nbuckets]; i >= symoffset && i < count; ++i) {
+        const std::uint64_t link = i - symoffset;
+        if (link >= chain_words)
+            return std::nullopt;
+        const std::uint32_t word = chain[link];
+        if ((word | 1) == (h | 1)) {
+            GElf_Sym sym;
+            if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr)
+                return std::nullopt;
+            // In index order, "<" keeps the earliest among equals, as find() does.
+            if (auto e = entry_of(file, dyn.sh_link, sym, i, versions); e && e->name == q.name && matches(q, *e))
+                if (!best || rank_of(*e) < best_rank) {
+                    best_rank = rank_of(*e);
+                    best = *e;
+                }
+        }
+        if ((word & 1) != 0)
+            break;
     }
     return best;
 }

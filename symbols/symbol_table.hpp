@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -56,6 +57,15 @@ public:
     /// The best entry matching q: global before weak before local, default or
     /// unversioned before hidden versions; nullptr when nothing matches.
     const table_entry* find(const symbol_query& q) const;
+
+    /// What read(file, dynsym).find(q) returns, found through the file's
+    /// .gnu.hash without reading the table: only the symbols whose hash
+    /// matches are looked at. std::nullopt when nothing is found that way,
+    /// or when the hash cannot answer alone (no .gnu.hash for this .dynsym,
+    /// not ELF64, an unhashed entry of that name, a table that does not add
+    /// up): the caller then reads the table. Dynamic symbol names spelled
+    /// with a version ("sym@VER") are not reached through the hash.
+    static std::optional<table_entry> find_hashed(const elf_file& file, Elf_Scn* dynsym, const symbol_query& q);
 
     const std::vector<table_entry>& entries() const { return entries_; }
 
