@@ -93,15 +93,11 @@ top_interval top_table(const core::window_usage& w, const top_view& view, double
 std::vector<time_split_record> time_split_rows(const core::window_usage& w, const std::string& command, pid_t pid,
                                                double time, std::size_t max_rows)
 {
-    std::vector<const core::lwp_window_usage*> order;
-    for (const auto& u : w.lwps)
-        order.push_back(&u);
-    auto runnable = [](const core::lwp_window_usage* u) { return u->grown.cpu_ns + u->grown.wait_ns; };
-    std::ranges::stable_sort(order, [&](auto* a, auto* b) { return runnable(a) > runnable(b); });
+    const auto order = core::split_rank_order(w);
     const double duration = seconds(w.window_ns);
     std::vector<time_split_record> rows;
     for (std::size_t i = 0; i < order.size(); ++i) {
-        const auto& u = *order[i];
+        const auto& u = w.lwps[order[i]];
         if (i < max_rows || order.size() == max_rows + 1) {
             rows.push_back({command, pid, u.tid.value, u.name, 0, u.born, u.ended, seconds(u.grown.cpu_ns),
                             seconds(u.grown.wait_ns), seconds(u.off_ns()), duration, time});

@@ -27,6 +27,22 @@ std::uint64_t lwp_window_usage::off_ns() const
     return alive_ns > runnable ? alive_ns - runnable : 0;
 }
 
+std::uint64_t runnable_ns(const lwp_window_usage& u)
+{
+    return u.grown.cpu_ns + u.grown.wait_ns;
+}
+
+std::vector<std::size_t> split_rank_order(const window_usage& w)
+{
+    std::vector<std::size_t> order(w.lwps.size());
+    for (std::size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+    std::ranges::stable_sort(order, [&](std::size_t a, std::size_t b) {
+        return runnable_ns(w.lwps[a]) > runnable_ns(w.lwps[b]);
+    });
+    return order;
+}
+
 lwp_rates rates_of(const lwp_window_usage& u, std::uint64_t window_ns)
 {
     if (window_ns == 0)
@@ -75,11 +91,7 @@ void usage_window::name_ranked_live(window_usage& out, std::size_t live)
 {
     if (depth_ != counter_depth::times || live == 0)
         return;  // at `full` depth every row has its name from stat
-    auto runnable = [&](std::size_t i) { return out.lwps[i].grown.cpu_ns + out.lwps[i].grown.wait_ns; };
-    std::vector<std::size_t> order(out.lwps.size());
-    for (std::size_t i = 0; i < order.size(); ++i)
-        order[i] = i;
-    std::ranges::stable_sort(order, [&](std::size_t a, std::size_t b) { return runnable(a) > runnable(b); });
+    const auto order = split_rank_order(out);
     const std::size_t ranked = std::min(order.size(), named_rows_);
     for (std::size_t k = 0; k < ranked; ++k)
         if (order[k] < live)
@@ -111,7 +123,7 @@ void usage_window::on_death(tid_t lwp)
         u.tid = lwp;
         u.ended = true;
         // Read now or never: the task is gone after its exit stop.
-        if (depth_ == counter_depth::times && may_rank_at_end(u.grown.cpu_ns + u.grown.wait_ns))
+        if (depth_ == counter_depth::times && may_rank_at_end(runnable_ns(u)))
             u.name = files_->comm(lwp);
         ended_.push_back(std::move(u));
     }

@@ -56,6 +56,13 @@ struct lwp_rates {
     double majflt = 0;    ///< major faults per second
 };
 
+/// What a time split ranks LWPs by: on-CPU + run-queue time inside the window, ns.
+std::uint64_t runnable_ns(const lwp_window_usage& u);
+
+/// The indices of w.lwps in the order a time split shows them: the most
+/// runnable_ns() first, equal ones in the order w.lwps lists them.
+std::vector<std::size_t> split_rank_order(const window_usage& w);
+
 /// The rates of `u` over a window of `window_ns` (all 0 for an empty window).
 lwp_rates rates_of(const lwp_window_usage& u, std::uint64_t window_ns);
 

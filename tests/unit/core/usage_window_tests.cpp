@@ -74,19 +74,12 @@ private:
     std::thread thread_;
 };
 
-std::uint64_t runnable(const core::lwp_window_usage& u)
-{
-    return u.grown.cpu_ns + u.grown.wait_ns;
-}
-
-// The rows of `w` in the order a time split ranks them (time_split_rows():
-// most on-CPU + run-queue time first, equal ones as listed).
+// The rows of `w` in the order a time split shows them.
 std::vector<const core::lwp_window_usage*> ranked(const core::window_usage& w)
 {
     std::vector<const core::lwp_window_usage*> order;
-    for (const auto& u : w.lwps)
-        order.push_back(&u);
-    std::ranges::stable_sort(order, [](auto* a, auto* b) { return runnable(*a) > runnable(*b); });
+    for (std::size_t i : core::split_rank_order(w))
+        order.push_back(&w.lwps[i]);
     return order;
 }
 
