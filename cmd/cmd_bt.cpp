@@ -23,18 +23,18 @@ command_status runner::cmd_bt(const words& w, const std::string& where)
     // Unwinding reads registers: every LWP must be in a ptrace-stop.
     target_hold hold(*session_, out_);
     if (lwps.empty())
-        lwps = session_->lwps();
+        lwps = session_->target().lwps();
     command_status status = command_status::ok;
     output::bulk batch(out_);
     for (tid_t t : lwps) {
-        if (session_->process().find(t) == nullptr) {
+        if (session_->target().process().find(t) == nullptr) {
             out_.error("ESRCH", fmt::format("{}: bt {}: no thread {} in process {}", where, t.value, t.value,
-                                            session_->pid()));
+                                            session_->target().pid()));
             status = command_status::failed;
             continue;
         }
-        std::string name = session_->thread_name(t);
-        auto frames = session_->stack_of(t);
+        std::string name = session_->target().thread_name(t);
+        auto frames = session_->stacks().stack_of(t);
         if (!frames) {
             out_.error("unwind", fmt::format("{}: bt {}: {}", where, t.value, frames.error()));
             status = command_status::failed;

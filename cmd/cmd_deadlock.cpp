@@ -13,11 +13,11 @@ command_status runner::cmd_deadlock(const words& w, const std::string& where)
     if (!require_target(where))
         return command_status::failed;
     deadlock_record rec;
-    rec.pid = session_->pid();
+    rec.pid = session_->target().pid();
     {
         // Registers and stacks are read from stopped threads only.
         target_hold hold(*session_, out_);
-        rec.scan = core::scan_for_deadlocks(*session_, deadlock_stack_depth);
+        rec.scan = core::scan_for_deadlocks(session_->target(), session_->stacks(), deadlock_stack_depth);
     }
     out_.print(rec);
     return rec.scan.cycles.empty() ? command_status::nothing : command_status::ok;

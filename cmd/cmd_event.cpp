@@ -34,7 +34,7 @@ enable_outcome enable_each(core::session& session, const std::vector<core::threa
 {
     enable_outcome out;
     for (const auto& th : targets) {
-        if (auto r = session.thr_event_enable(th, on); !r) {
+        if (auto r = session.changes().thr_event_enable(th, on); !r) {
             out.failure = r.error();
             return out;
         }
@@ -86,7 +86,7 @@ command_status runner::cmd_event_addr(const words& w, const std::string& where)
     bool any_address = false;
     command_status status = command_status::ok;
     for (td_event_e e : *list) {
-        auto addr = session_->agent()->reporting_address_of(e);
+        auto addr = session_->target().agent()->reporting_address_of(e);
         if (!addr && addr.error() != TD_NOEVENT) {
             td_error(addr.error(), fmt::format("{}: event addr {}", where, events::event_name(e)));
             status = command_status::failed;
@@ -102,7 +102,7 @@ command_status runner::cmd_event_addr(const words& w, const std::string& where)
         any_address = true;
         rec.address = addr->address.value;
         rec.symbol = addr->symbol;
-        if (const auto* site = session_->process().site_at(addr->address))
+        if (const auto* site = session_->target().process().site_at(addr->address))
             rec.step_over = ptrace::step_over_name(site->kind());
         out_.print(rec);
     }
@@ -137,17 +137,17 @@ command_status runner::cmd_event_mask(const words& w, const std::string& where, 
         auto th = handle_for(w[3], where);
         if (!th)
             return command_status::failed;
-        auto r = set ? session_->thr_set_event(*th, mask) : session_->thr_clear_event(*th, mask);
+        auto r = set ? session_->changes().thr_set_event(*th, mask) : session_->changes().thr_clear_event(*th, mask);
         if (!r)
             return td_error(r.error(), fmt::format("{}: event {} {} {}", where, verb, w[2], w[3]));
         auto info = th->get_info();
         out_.print(mask_record{w[3], info ? events::format_event_set(info->ti_events) : "?"});
         return command_status::ok;
     }
-    auto r = set ? session_->ta_set_event(mask) : session_->ta_clear_event(mask);
+    auto r = set ? session_->changes().ta_set_event(mask) : session_->changes().ta_clear_event(mask);
     if (!r)
         return td_error(r.error(), fmt::format("{}: event {} {}", where, verb, w[2]));
-    auto now = session_->agent()->global_mask();
+    auto now = session_->target().agent()->global_mask();
     out_.print(mask_record{std::nullopt, now ? events::format_event_set(*now) : "?"});
     return command_status::ok;
 }
@@ -169,7 +169,7 @@ command_status runner::cmd_event_enable(const words& w, const std::string& where
             return command_status::failed;
         targets.push_back(*th);
     } else {
-        auto list = session_->agent()->thr_iter();
+        auto list = session_->target().agent()->thr_iter();
         if (!list)
             return td_error(list.error(), fmt::format("{}: event enable", where));
         targets = *list;
@@ -202,7 +202,7 @@ command_status runner::cmd_event_getmsg(const words& w, const std::string& where
     // The message list is edited in place: no thread may push meanwhile.
     auto msg = [&] {
         target_hold hold(*session_, out_);
-        return th ? th->event_getmsg() : session_->agent()->event_getmsg();
+        return th ? th->event_getmsg() : session_->target().agent()->event_getmsg();
     }();
     if (!msg && msg.error() == TD_NOMSG) {
         // An expected outcome, not a failure.
@@ -215,9 +215,9 @@ command_status runner::cmd_event_getmsg(const words& w, const std::string& where
     m.event = msg->event;
     m.handle = msg->handle;
     m.data = msg->data;
-    m.tid = session_->lwp_of(msg->handle);
-    m.ns_tid = session_->foreign_ns_tid(m.tid);
-    m.name = m.tid.value ? session_->thread_name(m.tid) : std::string();
+    m.tid = session_->target().lwp_of(msg->handle);
+    m.ns_tid = session_->target().foreign_ns_tid(m.tid);
+    m.name = m.tid.value ? session_->target().thread_name(m.tid) : std::string();
     m.time = seconds_since_start();
     out_.event(m);
     return command_status::ok;

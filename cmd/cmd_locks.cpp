@@ -39,13 +39,13 @@ class lock_probe_scope {
 public:
     lock_probe_scope(core::session& s, int depth) : s_(s)
     {
-        s_.set_event_stacks(depth + agent_frames, {TD_SLEEP});
-        s_.set_lock_probes(true);
+        s_.stacks().set_event_stacks(depth + agent_frames, {TD_SLEEP});
+        s_.stacks().set_lock_probes(true);
     }
     ~lock_probe_scope()
     {
-        s_.set_event_stacks(0);
-        s_.set_lock_probes(false);
+        s_.stacks().set_event_stacks(0);
+        s_.stacks().set_lock_probes(false);
     }
     lock_probe_scope(const lock_probe_scope&) = delete;
     lock_probe_scope& operator=(const lock_probe_scope&) = delete;
@@ -58,7 +58,7 @@ private:
 
 std::optional<std::vector<td_event_e>> runner::lock_watch_events(const std::string& where)
 {
-    auto* agent = session_->agent();
+    auto* agent = session_->target().agent();
     std::vector<td_event_e> list;
     for (td_event_e e : lock_events) {
         if (agent->reporting_address_of(e))

@@ -41,8 +41,8 @@ std::vector<td_event_e> missing_from(const td_thr_events_t& mask, const std::vec
 // `watch --bt`: the session's events carry stacks for the length of a scope.
 class event_stacks_scope {
 public:
-    event_stacks_scope(core::session& s, int depth) : s_(s) { s_.set_event_stacks(depth); }
-    ~event_stacks_scope() { s_.set_event_stacks(0); }
+    event_stacks_scope(core::session& s, int depth) : s_(s) { s_.stacks().set_event_stacks(depth); }
+    ~event_stacks_scope() { s_.stacks().set_event_stacks(0); }
     event_stacks_scope(const event_stacks_scope&) = delete;
     event_stacks_scope& operator=(const event_stacks_scope&) = delete;
 
@@ -81,7 +81,7 @@ command_status runner::cmd_stop(const words& w, const std::string& where)
 
     // A hint when nothing can report: the seed's flow needs the mask and the
     // enable flag set first.
-    if (auto g = session_->agent()->global_mask()) {
+    if (auto g = session_->target().agent()->global_mask()) {
         if (auto missing = missing_from(*g, *list); !missing.empty())
             out_.note(fmt::format("note: {} not in the global event mask; threads report only what their mask or "
                                   "the global mask holds (`event set {}`, `event enable on all`)",
@@ -108,7 +108,7 @@ command_status runner::cmd_stop(const words& w, const std::string& where)
 
 std::optional<std::vector<td_event_e>> runner::watch_events(const std::string& text, const std::string& where)
 {
-    auto* agent = session_->agent();
+    auto* agent = session_->target().agent();
     std::vector<td_event_e> reported = agent->supported_events();
     if (text.empty())
         return reported;
@@ -145,7 +145,7 @@ command_status runner::cmd_watch(const words& w, const std::string& where)
         return command_status::failed;
     if (auto r = session_->arm(*list); !r)
         return td_error(r.error(), fmt::format("{}: watch", where));
-    core::usage_window_scope usage(*session_, core::counter_depth::times, time_split_named_rows);
+    core::usage_window_scope usage(session_->accounting(), core::counter_depth::times, time_split_named_rows);
     event_stacks_scope stacks(*session_, static_cast<int>(options->bt.value_or(0)));
     if (trace_ != nullptr)
         trace_->observe(*session_);
@@ -163,12 +163,12 @@ command_status runner::cmd_watch(const words& w, const std::string& where)
         ++seen;
         return count && seen >= *count;
     });
-    auto split = session_->take_usage_window();
+    auto split = session_->accounting().take_usage_window();
     // Closed before the disarm: its settling takes every late exit stop,
     // and none of them need reading any more. Detach puts back what arm
     // changed anyway (the session's originals): a watch it follows leaves
     // the disarm to it.
-    session_->close_usage_window();
+    session_->accounting().close_usage_window();
     if (session_->is_alive() && !detach_follows_ && !must_exit_)
         session_->disarm();
     out_.print(watch_end_record{seen, end_reason(end), seconds_since_start()});
@@ -190,9 +190,9 @@ command_status runner::cmd_sleep(const words& w, const std::string& where)
     if (has_target())
         let_run();
     if (has_target()) {
-        core::usage_window_scope usage(*session_, core::counter_depth::times, time_split_named_rows);
+        core::usage_window_scope usage(session_->accounting(), core::counter_depth::times, time_split_named_rows);
         run_for(seconds);
-        print_time_split("sleep", session_->take_usage_window());
+        print_time_split("sleep", session_->accounting().take_usage_window());
         return command_status::ok;
     }
     // Nothing to service: just wait, still interruptible.
@@ -207,7 +207,7 @@ void runner::print_time_split(const std::string& command, const core::window_usa
 {
     if (split.lwps.empty())
         return;
-    auto rows = time_split_rows(split, command, session_->pid(), seconds_since_start(), time_split_max_rows);
+    auto rows = time_split_rows(split, command, session_->target().pid(), seconds_since_start(), time_split_max_rows);
     output::bulk batch(out_);
     out_.heading(time_split_heading(command, rows.front().duration));
     for (const auto& row : rows)
@@ -234,7 +234,7 @@ command_status runner::cmd_continue(const words& w, const std::string& where)
         return command_status::ok;
     }
     session_->resume();
-    out_.print(continued_record{session_->pid()});
+    out_.print(continued_record{session_->target().pid()});
     return command_status::ok;
 }
 
@@ -243,7 +243,7 @@ command_status runner::cmd_interrupt(const words& w, const std::string& where)
     if (!bare_command_ready(w, where, "interrupt"))
         return command_status::failed;
     session_->interrupt();
-    out_.print(interrupted_record{session_->pid(), session_->lwps().size()});
+    out_.print(interrupted_record{session_->target().pid(), session_->target().lwps().size()});
     return command_status::ok;
 }
 
@@ -253,7 +253,7 @@ command_status runner::cmd_detach(const words& w, const std::string& where)
         return command_status::failed;
     session_->detach();
     detached_ = true;
-    out_.print(detached_record{session_->pid(), seconds_since_start()});
+    out_.print(detached_record{session_->target().pid(), seconds_since_start()});
     return command_status::ok;
 }
 
@@ -262,7 +262,7 @@ command_status runner::cmd_kill(const words& w, const std::string& where)
     if (!bare_command_ready(w, where, "kill"))
         return command_status::failed;
     session_->kill();
-    if (auto st = session_->process().exit_status())
+    if (auto st = session_->target().process().exit_status())
         note_exit(*st);
     return command_status::ok;
 }

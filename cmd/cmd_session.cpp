@@ -14,7 +14,7 @@ bool runner::may_start_session(const std::string& where)
     if (!has_target())
         return true;
     out_.error("usage", fmt::format("{}: already {} process {}; `detach` (or `kill`) first", where,
-                                    launched_ ? "running" : "attached to", session_->pid()));
+                                    launched_ ? "running" : "attached to", session_->target().pid()));
     return false;
 }
 
@@ -24,7 +24,7 @@ void runner::start_session(std::unique_ptr<core::session> next, bool launched)
     launched_ = launched;
     exit_status_.reset();
     detached_ = false;
-    out_.set_pid(session_->pid());
+    out_.set_pid(session_->target().pid());
     out_.print(start_record_of(*session_, launched));
 }
 

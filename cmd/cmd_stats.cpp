@@ -72,8 +72,8 @@ rusage_rows gather_rusage(core::session& session, const std::vector<tid_t>& lwps
 {
     rusage_rows round;
     // VmHWM is the process's: read once per round, not once per row.
-    const long maxrss = core::process_maxrss_kb(session.pid());
-    auto got = session.rusage_collect_rows(lwps, maxrss);
+    const long maxrss = core::process_maxrss_kb(session.target().pid());
+    auto got = session.accounting().rusage_collect_rows(lwps, maxrss);
     for (std::size_t i = 0; i < lwps.size(); ++i) {
         const tid_t t = lwps[i];
         auto& row = got[i];
@@ -87,7 +87,7 @@ rusage_rows gather_rusage(core::session& session, const std::vector<tid_t>& lwps
         return round;
     }
     if (all)
-        round.process = process_usage(session.pid());
+        round.process = process_usage(session.target().pid());
     return round;
 }
 
@@ -121,7 +121,7 @@ command_status runner::cmd_stats(const words& w, const std::string& where)
 command_status runner::cmd_stats_enable(const words& w, const std::string& where)
 {
     const bool on = w[1] == "enable";
-    if (auto r = session_->enable_stats(on); !r)
+    if (auto r = session_->accounting().enable_stats(on); !r)
         return td_error(r.error(), fmt::format("{}: stats {}", where, w[1]));
     out_.print(stats_state_record{.enabled = on, .reset = false});
     return command_status::ok;
@@ -129,16 +129,16 @@ command_status runner::cmd_stats_enable(const words& w, const std::string& where
 
 command_status runner::cmd_stats_reset(const words&, const std::string& where)
 {
-    if (auto r = session_->reset_stats(); !r)
+    if (auto r = session_->accounting().reset_stats(); !r)
         return td_error(r.error(), fmt::format("{}: stats reset", where));
-    auto now = session_->get_stats();
+    auto now = session_->accounting().get_stats();
     out_.print(stats_state_record{.enabled = now ? now->enabled : false, .reset = true});
     return command_status::ok;
 }
 
 command_status runner::cmd_stats_show(const words&, const std::string& where)
 {
-    auto st = session_->get_stats();
+    auto st = session_->accounting().get_stats();
     if (!st)
         return td_error(st.error(), fmt::format("{}: stats show", where));
     out_.print(stats_record{*st, std::nullopt, seconds_since_start()});
@@ -152,19 +152,19 @@ command_status runner::cmd_stats_watch(const words& w, const std::string& where)
     auto options = parse_options(w, 2, grammar, where);
     if (!options || !require_target(where))
         return command_status::failed;
-    auto first = session_->get_stats();
+    auto first = session_->accounting().get_stats();
     if (!first)
         return td_error(first.error(), fmt::format("{}: stats watch", where));
     const bool was_enabled = first->enabled;
     if (!was_enabled) {
-        session_->enable_stats(true);
-        first = session_->get_stats();
+        session_->accounting().enable_stats(true);
+        first = session_->accounting().get_stats();
     }
     let_run();
     out_.heading(stats_columns());
     auto status = stats_watch_rows(first->averages, options->interval.value_or(1.0), options->count, where);
     if (!was_enabled && has_target())
-        session_->enable_stats(false);
+        session_->accounting().enable_stats(false);
     return status;
 }
 
@@ -174,7 +174,7 @@ command_status runner::stats_watch_rows(core::stat_averages prev, double interva
     for (long long rows = 0; !count || rows < *count; ++rows) {
         if (run_for(interval) != run_end::timeout)
             break;
-        auto st = session_->get_stats();
+        auto st = session_->accounting().get_stats();
         if (!st)
             return td_error(st.error(), fmt::format("{}: stats watch", where));
         out_.print(stats_record{*st, interval_since(st->averages, prev), seconds_since_start()});
@@ -188,7 +188,7 @@ command_status runner::stats_watch_rows(core::stat_averages prev, double interva
 std::optional<std::vector<tid_t>> runner::lwp_list(const std::string& arg, const std::string& where)
 {
     if (arg.empty() || arg == "all")
-        return procfs::list_tasks(session_->pid());
+        return procfs::list_tasks(session_->target().pid());
     auto tid = parse_tid_word(arg, where, "a thread ID (a TID from `threads`) or all");
     if (!tid)
         return std::nullopt;
@@ -217,9 +217,9 @@ command_status runner::cmd_rusage_switch(const words& w, const std::string& wher
         return usage_error(where, fmt::format("usage: rusage {}", w[1]));
     const bool on = w[1] == "start";
     if (on)
-        session_->rusage_start();
+        session_->accounting().rusage_start();
     else
-        session_->rusage_stop();
+        session_->accounting().rusage_stop();
     out_.print(rusage_state_record{on});
     return command_status::ok;
 }
@@ -260,7 +260,7 @@ bool runner::rusage_round(const std::string& which, const std::string& where)
         out_.print(row);
     if (const auto& f = round.failure) {
         std::string why = f->err == ENOSYS ? "resource usage collection is not started (run `rusage start`)"
-                          : f->err == ESRCH ? fmt::format("no thread {} in process {}", f->tid.value, session_->pid())
+                          : f->err == ESRCH ? fmt::format("no thread {} in process {}", f->tid.value, session_->target().pid())
                                             : std::strerror(f->err);
         // ENOSYS is the session's state, not one thread's: name what was asked.
         const std::string asked = f->err == ENOSYS ? (which.empty() ? std::string("all") : which)
@@ -286,7 +286,7 @@ command_status runner::cmd_lwpinfo(const words& w, const std::string& where)
         return command_status::failed;
     std::vector<lwpinfo_record> rows;
     std::optional<row_failure> failure;
-    auto got = session_->lwp_info_rows(*lwps);
+    auto got = session_->accounting().lwp_info_rows(*lwps);
     for (std::size_t i = 0; i < lwps->size(); ++i) {
         const tid_t t = (*lwps)[i];
         if (auto& info = got[i])
@@ -304,7 +304,7 @@ command_status runner::cmd_lwpinfo(const words& w, const std::string& where)
         return command_status::ok;
     out_.error(errno_name(failure->err), fmt::format("{}: lwpinfo {}: {} (no thread {} in process {})", where,
                                                      failure->tid.value, errno_name(failure->err), failure->tid.value,
-                                                     session_->pid()));
+                                                     session_->target().pid()));
     return command_status::failed;
 }
 

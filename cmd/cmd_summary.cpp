@@ -38,7 +38,7 @@ void runner::print_summary(const std::string& command, const events::summary_cou
 {
     const std::size_t shown = std::min(top, counts.call_sites.size());
     output::bulk batch(out_);
-    const std::size_t alive = has_target() ? session_->lwps().size() : 0;
+    const std::size_t alive = has_target() ? session_->target().lwps().size() : 0;
     out_.print(summary_record{command, counts, alive, shown, seconds_since_start()});
     if (shown > 0)
         out_.heading(call_site_heading(command, shown, counts.call_sites.size()));

@@ -55,7 +55,7 @@ thread_row row_of(core::session& session, const core::thread_entry& e, bool ns_c
         row.handle = e.handle.value;
     if (e.has_record && e.info) {
         auto start = reinterpret_cast<std::uint64_t>(e.info->ti_startfunc);
-        const auto* set = start ? session.modules_holding(target_addr{start}) : nullptr;
+        const auto* set = start ? session.target().modules_holding(target_addr{start}) : nullptr;
         row.info = thread_row::record_info{
             .startfunc = start,
             .startsym = set ? symbols::demangled(set->describe(target_addr{start})) : std::string(),
@@ -76,15 +76,15 @@ command_status runner::cmd_threads(const words& w, const std::string& where)
         return command_status::failed;
 
     process_record process;
-    process.pid = session_->pid();
-    process.ns_pid = session_->ns_pid();
+    process.pid = session_->target().pid();
+    process.ns_pid = session_->target().ns_pid();
     std::vector<thread_row> rows;
     {
         target_hold hold(*session_, out_);
-        auto entries = core::list_threads(*session_, session_->agent());
+        auto entries = core::list_threads(session_->target(), session_->target().agent());
         if (!entries)
             return td_error(entries.error(), fmt::format("{}: threads", where));
-        process.name = procfs::process_name(session_->pid());
+        process.name = procfs::process_name(session_->target().pid());
         process.threads = entries->size();
         process.library = library_of(*session_);
         // Names come from /proc/PID/task/TID/comm, so only an LWP has one;
@@ -93,7 +93,7 @@ command_status runner::cmd_threads(const words& w, const std::string& where)
         for (const auto& e : *entries)
             if (e.lwp.value != 0)
                 lwps.push_back(e.lwp);
-        auto names = session_->thread_names(lwps);
+        auto names = session_->target().thread_names(lwps);
         std::size_t next_name = 0;
         for (const auto& e : *entries) {
             rows.push_back(row_of(*session_, e, process.ns_pid.has_value()));

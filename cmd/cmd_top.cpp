@@ -21,16 +21,16 @@ command_status runner::cmd_top(const words& w, const std::string& where)
     if (!order)
         return usage_error(where, fmt::format("unknown column '{}' for --sort; expected one of: {}", *options->sort,
                                               top_column_words));
-    top_view view{session_->pid(), {}, *order, options->limit};
+    top_view view{session_->target().pid(), {}, *order, options->limit};
     // The threads' exit stops close their rows; between samples the target
     // runs, and nothing but /proc is read.
-    core::usage_window_scope usage(*session_, core::counter_depth::full);
+    core::usage_window_scope usage(session_->accounting(), core::counter_depth::full);
     let_run();
     for (long long n = 0; !options->count || n < *options->count; ++n) {
         if (run_for(options->interval.value_or(1.0)) != run_end::timeout)
             break;
-        const auto window = session_->take_usage_window();
-        view.name = session_->thread_name(tid_t{session_->pid()});
+        const auto window = session_->accounting().take_usage_window();
+        view.name = session_->target().thread_name(tid_t{session_->target().pid()});
         const auto table = top_table(window, view, seconds_since_start());
         output::bulk batch(out_);
         // A blank line between intervals, as pidstat prints them.

@@ -384,10 +384,10 @@ bool load_agent_by_attach(core::session& session, cmd::output& out, cmd::signal_
     }
     try {
         auto report = session.load_agent(core::agent_file::read(*path), signals.fd(), follow_loads);
-        events::json_record rec{{"type", "agent"}, {"pid", session.pid()}, {"action", report.reused ? "reused" : "loaded"},
+        events::json_record rec{{"type", "agent"}, {"pid", session.target().pid()}, {"action", report.reused ? "reused" : "loaded"},
                                 {"version", report.version}};
         if (report.reused) {
-            out.record(rec, fmt::format("agent: {} already loaded in process {}; reused", report.version, session.pid()));
+            out.record(rec, fmt::format("agent: {} already loaded in process {}; reused", report.version, session.target().pid()));
             return true;
         }
         rec["ms"] = report.total_ms;
@@ -397,7 +397,7 @@ bool load_agent_by_attach(core::session& session, cmd::output& out, cmd::signal_
         rec["loader_tid"] = report.loader.value;
         out.record(rec, fmt::format("agent: {} loaded into process {} in {:.1f} ms (thread {} ran {:.1f} ms of calls{}; "
                                     "dlopen in thread {})",
-                                    report.version, session.pid(), report.total_ms, report.hijacked.value,
+                                    report.version, session.target().pid(), report.total_ms, report.hijacked.value,
                                     report.hijack_ms, report.hijacked_in_syscall ? ", its system call restarted" : "",
                                     report.loader.value));
         return true;
@@ -498,13 +498,13 @@ bool output_broken(const session_run& s)
 int wait_for_launched_exit(const session_run& s, bool failed)
 {
     for (;;) {
-        if (auto st = s.run.session().process().wait_launched_exit(100)) {
+        if (auto st = s.run.session().target().process().wait_launched_exit(100)) {
             s.run.print_exit(*st);
             if (output_broken(s) || failed)
                 return exit_failed;
             return status_to_exit_code(*st);
         }
-        if (!s.run.session().process().is_alive()) {
+        if (!s.run.session().target().process().is_alive()) {
             s.out.error("exit", "the launched program's exit status was lost");
             return exit_failed;
         }
@@ -553,7 +553,7 @@ int finish_session(const session_run& s)
         s.trace->observe(s.run.session());  // the names threads end with
     if (s.run.has_target()) {
         s.run.session().detach();
-        s.out.print(cmd::detached_record{s.run.session().pid(), seconds_since_start()});
+        s.out.print(cmd::detached_record{s.run.session().target().pid(), seconds_since_start()});
     }
     s.run.poll_target();  // reports an exit taken while detaching
     const bool trace_failed = !finish_trace(s);
@@ -562,7 +562,7 @@ int finish_session(const session_run& s)
     // The last session's target: the prompt may have started others.
     core::session& session = s.run.session();
     const bool launched = s.run.launched();
-    if (launched && !s.run.target_exit_status() && end_signal == 0 && !session.process().exit_status())
+    if (launched && !s.run.target_exit_status() && end_signal == 0 && !session.target().process().exit_status())
         return wait_for_launched_exit(s, failed);
     // A signal's status wins over a failed write: after SIGHUP the
     // terminal is gone, and writes to it fail because of that.
@@ -573,7 +573,7 @@ int finish_session(const session_run& s)
         return exit_failed;
     if (auto st = s.run.target_exit_status(); launched && st)
         return status_to_exit_code(*st);
-    if (auto st = session.process().exit_status(); launched && st)
+    if (auto st = session.target().process().exit_status(); launched && st)
         return status_to_exit_code(*st);
     return launched ? 0 : outcome_status(s);
 }
@@ -620,7 +620,7 @@ int run_session(const cli_options& opts, const std::vector<script_line>& scripts
     // target (a launched program, forked above, keeps the dispositions
     // tdctl was given).
     cmd::ignore_terminal_stops();
-    out.set_pid((*session)->pid());
+    out.set_pid((*session)->target().pid());
     out.print(cmd::start_record_of(**session, opts.launched()));
 
     cmd::runner run(std::move(*session), out, signals, opts.launched());

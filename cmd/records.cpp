@@ -45,10 +45,10 @@ std::string count_of(std::size_t n, std::string_view noun)
 library_info library_of(core::session& session)
 {
     library_info lib;
-    auto* agent = session.agent();
+    auto* agent = session.target().agent();
     if (agent == nullptr) {
         lib.backend = "none";
-        lib.no_library_reason = session.no_agent_reason();
+        lib.no_library_reason = session.target().no_agent_reason();
         return lib;
     }
     lib.found = true;
@@ -84,12 +84,12 @@ json_record session_start_record::json() const
 session_start_record start_record_of(core::session& session, bool launched)
 {
     std::optional<session_start_record::routing_counts> routed;
-    if (const auto& r = session.routing())
+    if (const auto& r = session.routing().tally())
         routed = session_start_record::routing_counts{r->slots, r->modules, r->already};
     return {.launched = launched,
-            .pid = session.pid(),
-            .name = procfs::process_name(session.pid()),
-            .threads = session.lwps().size(),
+            .pid = session.target().pid(),
+            .name = procfs::process_name(session.target().pid()),
+            .threads = session.target().lwps().size(),
             .library = library_of(session),
             .routed = routed,
             .time = seconds_since_start()};

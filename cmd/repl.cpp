@@ -93,7 +93,7 @@ std::vector<pid_t> repl::target_tids()
 {
     std::vector<pid_t> tids;
     if (run_.has_target())
-        for (tid_t t : procfs::list_tasks(run_.session().pid()))
+        for (tid_t t : procfs::list_tasks(run_.session().target().pid()))
             tids.push_back(t.value);
     return tids;
 }

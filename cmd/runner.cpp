@@ -71,10 +71,10 @@ bool runner::require_agent(const std::string& where)
 {
     if (!require_target(where))
         return false;
-    if (session_->agent() != nullptr)
+    if (session_->target().agent() != nullptr)
         return true;
     out_.error("TD_NOLIBTHREAD", fmt::format("{}: TD_NOLIBTHREAD ({}): {}", where, td_err_description(TD_NOLIBTHREAD),
-                                             session_->no_agent_reason()));
+                                             session_->target().no_agent_reason()));
     return false;
 }
 
@@ -114,7 +114,7 @@ std::optional<core::thread_handle> runner::handle_for(const std::string& tid_tex
     auto tid = parse_tid_word(tid_text, where, "a thread ID (a TID from `threads`)");
     if (!tid)
         return std::nullopt;
-    auto th = session_->agent()->map_lwp2thr(*tid);
+    auto th = session_->target().agent()->map_lwp2thr(*tid);
     if (!th) {
         td_error(th.error(), fmt::format("{}: thread {}", where, tid->value));
         return std::nullopt;
@@ -126,7 +126,7 @@ std::optional<core::thread_handle> runner::handle_for(const std::string& tid_tex
 
 void runner::print_exit(int raw)
 {
-    out_.print(exit_record{session_->pid(), raw, seconds_since_start()});
+    out_.print(exit_record{session_->target().pid(), raw, seconds_since_start()});
 }
 
 void runner::note_exit(int raw)
@@ -148,10 +148,10 @@ void runner::show(const session_event& ev)
         note_exit(ev.status);
         break;
     case session_event::kind::exec:
-        out_.print(exec_record{session_->pid(), ev.message.name, library_of(*session_).backend, ev.message.time});
+        out_.print(exec_record{session_->target().pid(), ev.message.name, library_of(*session_).backend, ev.message.time});
         break;
     case session_event::kind::routing:
-        out_.print(routing_record{session_->pid(), ev.note, seconds_since_start()});
+        out_.print(routing_record{session_->target().pid(), ev.note, seconds_since_start()});
         break;
     }
 }
@@ -312,7 +312,7 @@ void runner::poll_target()
     // The exit may have been taken while the session held the target for
     // some edit; report it once here.
     if (session_ && !exit_status_ && !detached_ && !session_->is_alive())
-        if (auto st = session_->process().exit_status())
+        if (auto st = session_->target().process().exit_status())
             note_exit(*st);
 }
 

@@ -39,7 +39,7 @@ code_location locate(core::session& session, std::uint64_t addr)
     code_location w;
     if (addr == 0)
         return w;
-    const auto* set = session.modules_holding(target_addr{addr});
+    const auto* set = session.target().modules_holding(target_addr{addr});
     const auto* m = set != nullptr ? set->containing(target_addr{addr}) : nullptr;
     if (m == nullptr)
         return w;

@@ -19,8 +19,8 @@ namespace {
 std::vector<events::lwp_seen> lwps_of(core::session& session)
 {
     std::vector<events::lwp_seen> out;
-    for (tid_t t : session.lwps())
-        out.push_back({t.value, session.thread_name(t)});
+    for (tid_t t : session.target().lwps())
+        out.push_back({t.value, session.target().thread_name(t)});
     return out;
 }
 
@@ -50,7 +50,7 @@ trace_output::~trace_output()
 
 void trace_output::begin(core::session& session, double time)
 {
-    recorder_.emplace(session.pid(), procfs::process_name(session.pid()), time, lwps_of(session));
+    recorder_.emplace(session.target().pid(), procfs::process_name(session.target().pid()), time, lwps_of(session));
 }
 
 void trace_output::write(const events::event_message& msg)
@@ -64,7 +64,7 @@ void trace_output::observe(core::session& session)
     if (!recorder_ || !session.is_alive())
         return;
     recorder_->observe(seconds_since_start(), lwps_of(session));
-    if (auto name = procfs::process_name(session.pid()); !name.empty())
+    if (auto name = procfs::process_name(session.target().pid()); !name.empty())
         recorder_->rename_process(std::move(name));
 }
 

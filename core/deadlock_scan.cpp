@@ -8,7 +8,8 @@
 #include <linux/futex.h>
 #include <sys/syscall.h>
 
-#include "core/session.hpp"
+#include "core/event_stacks.hpp"
+#include "core/live_target.hpp"
 #include "core/wait_for_graph.hpp"
 
 namespace tdctl::core {
@@ -75,7 +76,7 @@ constexpr std::size_t parked_search_bytes = 1024;
 /// target (not `self`: mutexes it holds may be on its stack too), and, when
 /// `with_waiters`, marked as having waiters (2 in a plain futex word;
 /// FUTEX_WAITERS in a robust or PI one).
-bool fits_stack_search(session& s, tid_t self, const mutex_fields& fields, bool pi_only, bool with_waiters)
+bool fits_stack_search(live_target& s, tid_t self, const mutex_fields& fields, bool pi_only, bool with_waiters)
 {
     constexpr std::int32_t known_kind_bits = 0x3f3;   // type, robust, PI, PP, pshared, elision
     const mutex_kind kind = decode_mutex_kind(fields.kind);
@@ -93,7 +94,7 @@ bool fits_stack_search(session& s, tid_t self, const mutex_fields& fields, bool 
 /// The first 8-byte word of [sp, sp + parked_search_bytes) that points at a
 /// mutex fits_stack_search() accepts (the lock call's argument, kept in a
 /// saved register or a spill slot).
-std::optional<target_addr> mutex_on_stack(session& s, tid_t self, target_addr sp, bool pi_only, bool with_waiters)
+std::optional<target_addr> mutex_on_stack(live_target& s, tid_t self, target_addr sp, bool pi_only, bool with_waiters)
 {
     std::array<std::uint64_t, parked_search_bytes / 8> words{};
     const std::size_t got = s.memory().read(sp, std::as_writable_bytes(std::span(words)));
@@ -108,7 +109,7 @@ std::optional<target_addr> mutex_on_stack(session& s, tid_t self, target_addr sp
 /// The mutex a thread waits on: the futex word itself; for a thread parked
 /// after EDEADLK the PI mutex on its stack (sets `parked`); for a restarted
 /// wait the mutex with waiters on its stack.
-std::optional<target_addr> waited_mutex(session& s, tid_t self, const futex_call& call, target_addr sp,
+std::optional<target_addr> waited_mutex(live_target& s, tid_t self, const futex_call& call, target_addr sp,
                                         bool& parked)
 {
     if (call.restarted)
@@ -120,10 +121,10 @@ std::optional<target_addr> waited_mutex(session& s, tid_t self, const futex_call
 }
 
 /// The mutex wait of one held LWP, or std::nullopt when it is not in one.
-std::optional<mutex_wait> mutex_wait_of(session& s, tid_t lwp, const futex_call& call, target_addr sp,
+std::optional<mutex_wait> mutex_wait_of(live_target& s, event_stacks& stacks, tid_t lwp, const futex_call& call, target_addr sp,
                                         int max_frames, std::vector<std::string>& problems)
 {
-    auto frames = s.stack_of(lwp, max_frames);
+    auto frames = stacks.stack_of(lwp, max_frames);
     if (!frames) {
         problems.push_back(fmt::format("thread {}: {}", lwp.value, frames.error()));
         return std::nullopt;
@@ -184,7 +185,7 @@ std::optional<futex_call> blocked_futex_call(const ptrace::registers& regs)
     return futex_call{target_addr{regs.arg0()}, static_cast<int>(regs.arg1() & FUTEX_CMD_MASK)};
 }
 
-deadlock_scan scan_for_deadlocks(session& s, int max_frames)
+deadlock_scan scan_for_deadlocks(live_target& s, event_stacks& stacks, int max_frames)
 {
     deadlock_scan scan;
     std::vector<tid_t> lwps = s.lwps();
@@ -195,7 +196,7 @@ deadlock_scan scan_for_deadlocks(session& s, int max_frames)
             continue;   // gone meanwhile
         ++scan.threads;
         if (auto call = blocked_futex_call(*regs)) {
-            if (auto w = mutex_wait_of(s, lwp, *call, regs->sp(), max_frames, scan.problems)) {
+            if (auto w = mutex_wait_of(s, stacks, lwp, *call, regs->sp(), max_frames, scan.problems)) {
                 scan.waits.push_back(std::move(*w));
                 continue;
             }

@@ -15,7 +15,8 @@
 
 namespace tdctl::core {
 
-class session;
+class live_target;
+class event_stacks;
 
 /// What a thread's innermost frames say it waits in.
 enum class wait_site {
@@ -85,6 +86,6 @@ struct deadlock_scan {
 /// Examines every LWP of `s`, whose threads must all be held (cmd's
 /// target_hold). Reads registers and memory only; unwinds (at most
 /// `max_frames` frames) only the threads blocked in futex.
-deadlock_scan scan_for_deadlocks(session& s, int max_frames);
+deadlock_scan scan_for_deadlocks(live_target& target, event_stacks& stacks, int max_frames);
 
 }  // namespace tdctl::core

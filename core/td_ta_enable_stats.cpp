@@ -1,11 +1,11 @@
 // td_ta_enable_stats: start (reset) or freeze the statistics of a target.
-#include "core/session.hpp"
+#include "core/lwp_accounting.hpp"
 
 namespace tdctl::core {
 
-td_status session::enable_stats(bool on)
+td_status lwp_accounting::enable_stats(bool on)
 {
-    stats_.enable(on, lwps());
+    stats_.enable(on, target_.lwps());
     return {};
 }
 

@@ -1,36 +1,38 @@
 // td_ta_get_stats: the live counters (nthreads, r_concurrency) and the
 // averages gathered since td_ta_enable_stats, reduced to td_ta_stats_t's ints.
-#include "core/session.hpp"
+#include "core/lwp_accounting.hpp"
 #include "ptrace/procfs.hpp"
 
 namespace tdctl::core {
 
-td_result<thread_stats> session::get_stats()
+td_result<thread_stats> lwp_accounting::get_stats()
 {
     thread_stats st;
     st.enabled = stats_.is_enabled();
-    auto now = lwps();
+    auto now = target_.lwps();
     st.averages = stats_.averages(now);
 
     // nthreads: the thread library's own counter when there is one.
-    st.td.nthreads = static_cast<int>(procfs::list_tasks(pid()).size());
+    st.td.nthreads = static_cast<int>(procfs::list_tasks(target_.pid()).size());
     st.nthreads_source = "/proc";
-    if (agent_) {
-        if (auto n = agent_->protocol().read_nthreads(); n && *n > 0) {
+    thread_agent* agent = target_.agent();
+    const thread_backend* backend = target_.backend();
+    if (agent) {
+        if (auto n = agent->protocol().read_nthreads(); n && *n > 0) {
             st.td.nthreads = *n;
-            st.nthreads_source = backend_->traits().nthreads_symbol;
+            st.nthreads_source = backend->traits().nthreads_symbol;
         }
     }
     // r_concurrency: tdagent keeps its own; glibc keeps pthread_setconcurrency's
     // level in a local symbol, visible only through libc's separate debug file.
-    target_addr level_addr = agent_ ? agent_->layout().concurrency_level : target_addr{};
-    std::string level_source(backend_ ? backend_->traits().concurrency_symbol : "__concurrency_level");
+    target_addr level_addr = agent ? agent->layout().concurrency_level : target_addr{};
+    std::string level_source(backend ? backend->traits().concurrency_symbol : "__concurrency_level");
     if (level_addr.is_null())
-        if (auto sym = lookup_symbol("libc.so.6", "__concurrency_level"))
+        if (auto sym = target_.lookup_symbol("libc.so.6", "__concurrency_level"))
             level_addr = sym->address;
     if (!level_addr.is_null()) {
         std::int32_t level = 0;
-        if (memory().read_value(level_addr, level)) {
+        if (target_.memory().read_value(level_addr, level)) {
             st.td.r_concurrency = level;
             st.r_concurrency_source = level_source;
         }

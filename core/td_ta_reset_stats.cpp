@@ -1,11 +1,11 @@
 // td_ta_reset_stats: start the averages again from now.
-#include "core/session.hpp"
+#include "core/lwp_accounting.hpp"
 
 namespace tdctl::core {
 
-td_status session::reset_stats()
+td_status lwp_accounting::reset_stats()
 {
-    stats_.reset(lwps());
+    stats_.reset(target_.lwps());
     return {};
 }
 

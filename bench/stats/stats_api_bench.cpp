@@ -50,15 +50,15 @@ int main(int argc, char** argv)
         auto t_attach = clock_type::now();
         auto s = tdctl::core::session::attach(pid);
         double attach_ms = ms_since(t_attach);
-        auto lwps = s->lwps();
-        (void)s->enable_stats(true);
-        s->rusage_start();
+        auto lwps = s->target().lwps();
+        (void)s->accounting().enable_stats(true);
+        s->accounting().rusage_start();
 
         long errors = 0;
         auto t0 = clock_type::now();
         int nthreads = 0;
         for (long i = 0; i < reps; ++i) {
-            auto st = s->get_stats();
+            auto st = s->accounting().get_stats();
             if (!st)
                 ++errors;
             else
@@ -69,14 +69,14 @@ int main(int argc, char** argv)
         t0 = clock_type::now();
         for (long i = 0; i < reps; ++i)
             for (auto t : lwps)
-                if (!s->rusage_collect(t))
+                if (!s->accounting().rusage_collect(t))
                     ++errors;
         double rusage_ms = ms_since(t0) / static_cast<double>(reps);
 
         t0 = clock_type::now();
         for (long i = 0; i < reps; ++i)
             for (auto t : lwps)
-                if (!s->lwp_info(t))
+                if (!s->accounting().lwp_info(t))
                     ++errors;
         double lwpinfo_ms = ms_since(t0) / static_cast<double>(reps);
 

@@ -16,6 +16,7 @@
 
 #include <cstring>
 #include <functional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -64,7 +65,7 @@ td_thr_events_t mask_of_vector(const std::vector<td_event_e>& events)
 
 core::event_protocol& protocol(core::session& s)
 {
-    return s.agent()->protocol();
+    return s.target().agent()->protocol();
 }
 
 core::event_buffer buffer_of(core::session& s, target_addr handle)
@@ -90,7 +91,7 @@ td_thr_events_t thread_mask(core::session& s, target_addr handle)
 
 std::uint64_t list_head_word(core::session& s)
 {
-    auto bytes = peek(s.pid(), s.agent()->layout().last_event, 8);
+    auto bytes = peek(s.target().pid(), s.target().agent()->layout().last_event, 8);
     std::uint64_t v = 0;
     std::memcpy(&v, bytes.data(), 8);
     return v;
@@ -102,7 +103,7 @@ void check_no_message_anywhere(core::session& s, const std::vector<target_addr>&
 {
     CHECK(list_head_word(s) == 0);
     CHECK(message_list(s).empty());
-    auto threads = s.agent()->thr_iter();
+    auto threads = s.target().agent()->thr_iter();
     REQUIRE(threads.has_value());
     std::vector<target_addr> records = extra;
     for (const auto& th : *threads)
@@ -114,7 +115,7 @@ void check_no_message_anywhere(core::session& s, const std::vector<target_addr>&
                       fmt::format("{:#x}", b.eventdata));
         CHECK(b.nextevent.is_null());
     }
-    auto m = s.agent()->event_getmsg();
+    auto m = s.target().agent()->event_getmsg();
     CHECK_MESSAGE(!m.has_value(), "getmsg returned ", events::event_name(m ? m->event : TD_EVENT_NONE));
     if (!m)
         CHECK(m.error() == TD_NOMSG);
@@ -130,7 +131,7 @@ void check_create_reported(core::session& s, const steered_thread& t)
     auto list = message_list(s);
     REQUIRE(list.size() == 1);
     CHECK(list[0] == t.handle);
-    auto m = s.agent()->event_getmsg();
+    auto m = s.target().agent()->event_getmsg();
     REQUIRE_MESSAGE(m.has_value(), td_name(m.error()));
     CHECK(m->event == TD_CREATE);
     CHECK(m->handle == t.handle);
@@ -152,7 +153,7 @@ TEST_CASE("a thread with reporting disabled reports nothing")
         // Every event the backend has in the global mask: still nothing, for
         // no thread is enabled (on tdagent: not the cond waits, mutexes and
         // joins steer does either).
-        REQUIRE(s.ta_set_event(mask_of_vector(supported_events(b))));
+        REQUIRE(s.changes().ta_set_event(mask_of_vector(supported_events(b))));
         s.resume();
 
         auto a = fx.spawn();
@@ -178,15 +179,15 @@ TEST_CASE("per-thread mask versus global mask")
         auto& s = fx.session();
         s.interrupt();
         auto main = main_thread(s);
-        REQUIRE(s.thr_event_enable(main, true));
-        auto global = s.agent()->global_mask();
+        REQUIRE(s.changes().thr_event_enable(main, true));
+        auto global = s.target().agent()->global_mask();
         REQUIRE(global.has_value());
         REQUIRE(events::td_eventisempty(*global));
         REQUIRE(events::td_eventisempty(thread_mask(s, main.value())));
 
         {
             INFO("only the main thread's own mask holds TD_CREATE: reported");
-            REQUIRE(s.thr_set_event(main, mask_of({TD_CREATE})));
+            REQUIRE(s.changes().thr_set_event(main, mask_of({TD_CREATE})));
             s.resume();
             auto t = fx.spawn();
             s.interrupt();
@@ -195,7 +196,7 @@ TEST_CASE("per-thread mask versus global mask")
         }
         {
             INFO("neither mask holds TD_CREATE: nothing");
-            REQUIRE(s.thr_clear_event(main, mask_of({TD_CREATE})));
+            REQUIRE(s.changes().thr_clear_event(main, mask_of({TD_CREATE})));
             REQUIRE(events::td_eventisempty(thread_mask(s, main.value())));
             s.resume();
             auto t = fx.spawn();
@@ -205,7 +206,7 @@ TEST_CASE("per-thread mask versus global mask")
         }
         {
             INFO("only the global mask holds TD_CREATE: reported");
-            REQUIRE(s.ta_set_event(mask_of({TD_CREATE})));
+            REQUIRE(s.changes().ta_set_event(mask_of({TD_CREATE})));
             s.resume();
             auto t = fx.spawn();
             s.interrupt();
@@ -215,9 +216,9 @@ TEST_CASE("per-thread mask versus global mask")
         {
             // Events steer's main thread never raises on either backend.
             INFO("both masks hold other events only (TD_DEATH, TD_PRI_INHERIT): nothing");
-            REQUIRE(s.ta_clear_event(mask_of({TD_CREATE})));
-            REQUIRE(s.ta_set_event(mask_of({TD_DEATH})));
-            REQUIRE(s.thr_set_event(main, mask_of({TD_DEATH, TD_PRI_INHERIT})));
+            REQUIRE(s.changes().ta_clear_event(mask_of({TD_CREATE})));
+            REQUIRE(s.changes().ta_set_event(mask_of({TD_DEATH})));
+            REQUIRE(s.changes().thr_set_event(main, mask_of({TD_DEATH, TD_PRI_INHERIT})));
             s.resume();
             fx.spawn();
             s.interrupt();
@@ -225,9 +226,9 @@ TEST_CASE("per-thread mask versus global mask")
         }
         {
             INFO("both masks hold TD_CREATE but the main thread is disabled: nothing");
-            REQUIRE(s.ta_set_event(mask_of({TD_CREATE})));
-            REQUIRE(s.thr_set_event(main, mask_of({TD_CREATE})));
-            REQUIRE(s.thr_event_enable(main, false));
+            REQUIRE(s.changes().ta_set_event(mask_of({TD_CREATE})));
+            REQUIRE(s.changes().thr_set_event(main, mask_of({TD_CREATE})));
+            REQUIRE(s.changes().thr_event_enable(main, false));
             s.resume();
             fx.spawn();
             s.interrupt();
@@ -247,8 +248,8 @@ TEST_CASE("getmsg consumes the message and keeps the mask")
         auto main = main_thread(s);
         // New threads inherit the creator's mask, so theirs is not empty.
         const td_thr_events_t own = mask_of({TD_CREATE, TD_REAP});
-        REQUIRE(s.thr_set_event(main, own));
-        REQUIRE(s.thr_event_enable(main, true));
+        REQUIRE(s.changes().thr_set_event(main, own));
+        REQUIRE(s.changes().thr_event_enable(main, true));
         s.resume();
 
         {
@@ -257,13 +258,13 @@ TEST_CASE("getmsg consumes the message and keeps the mask")
             s.interrupt();
             auto mask_before = thread_mask(s, t.handle);
             CHECK_MESSAGE(same_mask(mask_before, own), describe_mask(mask_before));
-            auto m = s.agent()->event_getmsg();
+            auto m = s.target().agent()->event_getmsg();
             REQUIRE_MESSAGE(m.has_value(), td_name(m.error()));
             CHECK(m->event == TD_CREATE);
             CHECK(m->handle == t.handle);
             CHECK(m->data == t.handle.value);
 
-            auto again = s.agent()->event_getmsg();
+            auto again = s.target().agent()->event_getmsg();
             CHECK_MESSAGE(!again.has_value(), "a second getmsg returned ",
                           events::event_name(again ? again->event : TD_EVENT_NONE));
             if (!again)
@@ -291,7 +292,7 @@ TEST_CASE("getmsg consumes the message and keeps the mask")
             CHECK(m->handle == t.handle);
             CHECK(m->data == t.handle.value);
             CHECK(handle_in(s, t.handle).event_getmsg().error() == TD_NOMSG);
-            CHECK(s.agent()->event_getmsg().error() == TD_NOMSG);
+            CHECK(s.target().agent()->event_getmsg().error() == TD_NOMSG);
             auto buf = buffer_of(s, t.handle);
             CHECK(buf.is_empty());
             CHECK(buf.nextevent.is_null());
@@ -309,8 +310,8 @@ TEST_CASE("a second event overwrites an unread first")
         auto& s = fx.session();
         s.interrupt();
         auto main = main_thread(s);
-        REQUIRE(s.ta_set_event(mask_of({TD_CREATE, TD_DEATH})));
-        REQUIRE(s.thr_event_enable(main, true));
+        REQUIRE(s.changes().ta_set_event(mask_of({TD_CREATE, TD_DEATH})));
+        REQUIRE(s.changes().thr_event_enable(main, true));
         s.resume();
 
         auto t = fx.spawn();
@@ -321,7 +322,7 @@ TEST_CASE("a second event overwrites an unread first")
             REQUIRE(message_list(s) == std::vector<target_addr>{t.handle});
             REQUIRE(buf.nextevent.is_null());
         }
-        REQUIRE(s.thr_event_enable(handle_in(s, t.handle), true));
+        REQUIRE(s.changes().thr_event_enable(handle_in(s, t.handle), true));
         s.resume();
         fx.release(t);
 
@@ -336,7 +337,7 @@ TEST_CASE("a second event overwrites an unread first")
         CHECK(m->handle == t.handle);
         CHECK(m->data == t.handle.value);
         CHECK(handle_in(s, t.handle).event_getmsg().error() == TD_NOMSG);
-        auto more = s.agent()->event_getmsg();
+        auto more = s.target().agent()->event_getmsg();
         CHECK_MESSAGE(!more.has_value(), "a second message for the thread: ",
                       events::event_name(more ? more->event : TD_EVENT_NONE));
         CHECK(message_list(s).empty());
@@ -355,20 +356,20 @@ TEST_CASE("TD_NOMSG when nothing is buffered; TD_NOEVENT for events the backend 
         s.interrupt();
         auto main = main_thread(s);
 
-        CHECK(s.agent()->event_getmsg().error() == TD_NOMSG);
+        CHECK(s.target().agent()->event_getmsg().error() == TD_NOMSG);
         CHECK(main.event_getmsg().error() == TD_NOMSG);
         CHECK(handle_in(s, t.handle).event_getmsg().error() == TD_NOMSG);
 
         for (td_event_e e : {TD_SWITCHTO, TD_SWITCHFROM, TD_PREEMPT, TD_IDLE}) {
             INFO(events::event_name(e));
-            auto a = s.agent()->event_addr(e);
+            auto a = s.target().agent()->event_addr(e);
             REQUIRE_FALSE(a.has_value());
             CHECK(a.error() == TD_NOEVENT);
         }
         std::set<void*> addresses;
         for (td_event_e e : supported_events(b)) {
             INFO(events::event_name(e));
-            auto a = s.agent()->event_addr(e);
+            auto a = s.target().agent()->event_addr(e);
             REQUIRE_MESSAGE(a.has_value(), td_name(a.error()));
             CHECK(a->type == NOTIFY_BPT);
             CHECK(a->u.bptaddr != nullptr);
@@ -376,20 +377,20 @@ TEST_CASE("TD_NOMSG when nothing is buffered; TD_NOEVENT for events the backend 
         }
         for (td_event_e e : unsupported_events(b)) {
             INFO(events::event_name(e));
-            auto a = s.agent()->event_addr(e);
+            auto a = s.target().agent()->event_addr(e);
             REQUIRE_FALSE(a.has_value());
             CHECK(a.error() == TD_NOEVENT);
         }
 
         // Arming an event without a reporting address fails whole: nothing
         // armed, the global mask untouched.
-        auto global_before = s.agent()->global_mask();
+        auto global_before = s.target().agent()->global_mask();
         REQUIRE(global_before.has_value());
         auto armed = s.arm({TD_CREATE, TD_SWITCHTO});
         REQUIRE_FALSE(armed.has_value());
         CHECK(armed.error() == TD_NOEVENT);
-        CHECK_FALSE(s.is_armed());
-        auto global_after = s.agent()->global_mask();
+        CHECK_FALSE(s.watch().is_armed());
+        auto global_after = s.target().agent()->global_mask();
         REQUIRE(global_after.has_value());
         CHECK(same_mask(*global_before, *global_after));
         // Nor can a stop be planted where there is no reporting address.
@@ -406,7 +407,7 @@ TEST_CASE("detach after arm() restores the global mask, the main thread's flag a
         launched_steer fx(b);
         auto& s = fx.session();
         s.interrupt();
-        const auto& layout = s.agent()->layout();
+        const auto& layout = s.target().agent()->layout();
         auto main = main_thread(s);
         const target_addr global_addr = layout.global_mask;
         const target_addr flag_addr = main.value() + layout.report_events.offset;
@@ -414,7 +415,7 @@ TEST_CASE("detach after arm() restores the global mask, the main thread's flag a
         const std::size_t flag_bytes = layout.report_events.element_bytes();
         std::vector<std::pair<target_addr, std::uint64_t>> code;
         for (td_event_e e : supported_events(b)) {
-            auto r = s.agent()->reporting_address_of(e);
+            auto r = s.target().agent()->reporting_address_of(e);
             REQUIRE(r.has_value());
             code.emplace_back(r->address, std::max<std::uint64_t>(r->function_size, 2));
         }

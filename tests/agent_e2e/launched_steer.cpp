@@ -72,12 +72,12 @@ launched_steer::launched_steer(backend b) : backend_(b), record_("tdctl-agent-e2
     if (b == backend::tdagent)
         opts.extra_env = {"LD_PRELOAD=" + agent_library()};
     session_ = core::session::launch(opts);
-    pid_ = session_->pid();
+    pid_ = session_->target().pid();
     child_in.reset();
     child_out.reset();
 
-    REQUIRE_MESSAGE(session_->agent() != nullptr, "no thread agent: ", session_->no_agent_reason());
-    REQUIRE(session_->agent()->backend() == backend_name(b));
+    REQUIRE_MESSAGE(session_->target().agent() != nullptr, "no thread agent: ", session_->target().no_agent_reason());
+    REQUIRE(session_->target().agent()->backend() == backend_name(b));
     session_->resume();
     // One round trip: past libc's start-up, in steer's command loop.
     std::string pong = ask("ping");
@@ -164,7 +164,7 @@ steered_thread launched_steer::spawn(bool detached)
     t.pthread = std::stoull(handle_text, nullptr, 16);
     // The thread is registered before it runs user code (both backends), so
     // its handle is on the thread list by now.
-    auto th = session_->agent()->map_lwp2thr(tid_t{t.tid});
+    auto th = session_->target().agent()->map_lwp2thr(tid_t{t.tid});
     REQUIRE_MESSAGE(th.has_value(), "map_lwp2thr(", t.tid, "): ", td_err_name(th.error()));
     t.handle = th->value();
     if (backend_ == backend::nptl)

@@ -26,7 +26,7 @@ namespace {
 std::unique_ptr<core::session> attach(steer_fixture& fx)
 {
     auto s = core::session::attach(fx.pid());
-    REQUIRE_MESSAGE(s->agent() != nullptr, "no thread agent: ", s->no_agent_reason());
+    REQUIRE_MESSAGE(s->target().agent() != nullptr, "no thread agent: ", s->target().no_agent_reason());
     return s;
 }
 
@@ -87,7 +87,7 @@ state_layout prepare_target(steer_fixture& fx, const std::vector<spawned_thread>
     state_layout l;
     {
         auto s = attach(fx);
-        const auto& layout = s->agent()->layout();
+        const auto& layout = s->target().agent()->layout();
         l.global_mask = layout.global_mask;
         l.last_event = layout.last_event;
         l.report_events_offset = layout.report_events.offset;
@@ -98,7 +98,7 @@ state_layout prepare_target(steer_fixture& fx, const std::vector<spawned_thread>
         for (const auto& t : threads)
             l.threads.push_back(t.handle);
         for (td_event_e e : {TD_CREATE, TD_DEATH}) {
-            auto r = s->agent()->reporting_address_of(e);
+            auto r = s->target().agent()->reporting_address_of(e);
             REQUIRE(r.has_value());
             l.reporting_code.push_back({r->address, std::max<std::uint64_t>(r->function_size, 2)});
         }
@@ -118,18 +118,18 @@ state_layout prepare_target(steer_fixture& fx, const std::vector<spawned_thread>
 void edit_everything(core::session& s, const state_layout& l)
 {
     s.interrupt();
-    REQUIRE(s.ta_set_event(mask_of({TD_CREATE, TD_DEATH})));
-    REQUIRE(s.ta_clear_event(mask_of({TD_SLEEP})));
+    REQUIRE(s.changes().ta_set_event(mask_of({TD_CREATE, TD_DEATH})));
+    REQUIRE(s.changes().ta_clear_event(mask_of({TD_SLEEP})));
     auto main = handle_in(s, l.threads[0]);
-    REQUIRE(s.thr_event_enable(main, true));
+    REQUIRE(s.changes().thr_event_enable(main, true));
     td_thr_events_t all;
     events::td_event_fillset(all);
-    REQUIRE(s.thr_set_event(main, all));
-    REQUIRE(s.thr_event_enable(handle_in(s, l.threads[1]), false));
-    REQUIRE(s.thr_set_event(handle_in(s, l.threads[1]), mask_of({TD_CREATE})));
-    REQUIRE(s.thr_clear_event(handle_in(s, l.threads[2]), mask_of({TD_DEATH})));
-    REQUIRE(s.thr_set_event(handle_in(s, l.threads[2]), mask_of({TD_TIMEOUT})));
-    REQUIRE(s.thr_event_enable(handle_in(s, l.threads[3]), true));
+    REQUIRE(s.changes().thr_set_event(main, all));
+    REQUIRE(s.changes().thr_event_enable(handle_in(s, l.threads[1]), false));
+    REQUIRE(s.changes().thr_set_event(handle_in(s, l.threads[1]), mask_of({TD_CREATE})));
+    REQUIRE(s.changes().thr_clear_event(handle_in(s, l.threads[2]), mask_of({TD_DEATH})));
+    REQUIRE(s.changes().thr_set_event(handle_in(s, l.threads[2]), mask_of({TD_TIMEOUT})));
+    REQUIRE(s.changes().thr_event_enable(handle_in(s, l.threads[3]), true));
     s.resume();
 }
 

@@ -52,7 +52,7 @@ void run_once(int round)
     ptrace::launch_options opts;
     opts.argv = {test::fixture_path("churn"), "--record", record.path(), std::to_string(outer), std::to_string(inner)};
     auto s = core::session::launch(opts);
-    REQUIRE_MESSAGE(s->agent() != nullptr, "no thread agent: ", s->no_agent_reason());
+    REQUIRE_MESSAGE(s->target().agent() != nullptr, "no thread agent: ", s->target().no_agent_reason());
     auto armed = s->arm({TD_CREATE, TD_DEATH});
     REQUIRE_MESSAGE(armed.has_value(), "arm: ", td_name(armed.error()));
     s->resume();

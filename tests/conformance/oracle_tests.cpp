@@ -42,8 +42,8 @@ thread_db_library& oracle_or_skip()
 std::unique_ptr<core::session> attach(steer_fixture& fx)
 {
     auto s = core::session::attach(fx.pid());
-    REQUIRE_MESSAGE(s->agent() != nullptr, "no thread agent: ", s->no_agent_reason());
-    REQUIRE(s->agent()->backend() == "nptl");
+    REQUIRE_MESSAGE(s->target().agent() != nullptr, "no thread agent: ", s->target().no_agent_reason());
+    REQUIRE(s->target().agent()->backend() == "nptl");
     return s;
 }
 
@@ -84,7 +84,7 @@ info_pair both_infos(core::session& s, thread_db_agent& oracle, target_addr hand
 // Compares get_info of every thread on both sides and returns ours by handle.
 std::map<target_addr, td_thrinfo_t> compare_all_infos(core::session& s, thread_db_agent& oracle)
 {
-    auto ours = s.agent()->thr_iter();
+    auto ours = s.target().agent()->thr_iter();
     REQUIRE(ours.has_value());
     std::map<target_addr, td_thrinfo_t> out;
     for (const auto& th : *ours) {
@@ -114,12 +114,12 @@ TEST_CASE("td_ta_event_addr: the same reporting addresses as libthread_db, TD_NO
     steer_fixture fx;
     auto s = attach(fx);
     s->interrupt();
-    thread_db_agent oracle(lib, *s);
+    thread_db_agent oracle(lib, s->target());
 
     for (int n = TD_MIN_EVENT_NUM; n <= TD_MAX_EVENT_NUM; ++n) {
         auto e = static_cast<td_event_e>(n);
         INFO(events::event_name(e));
-        auto ours = s->agent()->event_addr(e);
+        auto ours = s->target().agent()->event_addr(e);
         auto glibc = oracle.event_addr(e);
         REQUIRE(ours.has_value() == glibc.has_value());
         if (!glibc) {
@@ -132,10 +132,10 @@ TEST_CASE("td_ta_event_addr: the same reporting addresses as libthread_db, TD_NO
         CHECK(ours->u.bptaddr == glibc->u.bptaddr);
     }
     // nptl reports exactly these two.
-    CHECK(s->agent()->event_addr(TD_CREATE).has_value());
-    CHECK(s->agent()->event_addr(TD_DEATH).has_value());
+    CHECK(s->target().agent()->event_addr(TD_CREATE).has_value());
+    CHECK(s->target().agent()->event_addr(TD_DEATH).has_value());
     CHECK(oracle.event_addr(TD_SLEEP).error() == TD_NOEVENT);
-    CHECK(s->agent()->event_addr(TD_SLEEP).error() == TD_NOEVENT);
+    CHECK(s->target().agent()->event_addr(TD_SLEEP).error() == TD_NOEVENT);
 
     // Both sides above resolved names through tdctl's symbol tables; check the
     // addresses once more against this process's own copy of the same libc:
@@ -148,7 +148,7 @@ TEST_CASE("td_ta_event_addr: the same reporting addresses as libthread_db, TD_NO
         REQUIRE(::dladdr(self, &dli) != 0);
         auto target_libc = module_base(fx.pid(), "libc.so.6");
         REQUIRE(target_libc.has_value());
-        auto ours = s->agent()->event_addr(e);
+        auto ours = s->target().agent()->event_addr(e);
         REQUIRE(ours.has_value());
         std::uint64_t offset = reinterpret_cast<std::uint64_t>(self) - reinterpret_cast<std::uint64_t>(dli.dli_fbase);
         CHECK(reinterpret_cast<std::uint64_t>(ours->u.bptaddr) == *target_libc + offset);
@@ -195,11 +195,11 @@ TEST_CASE("td_ta_thr_iter, td_thr_get_info and td_ta_map_lwp2thr agree with libt
     expected[threads[5].handle] = fx.pid();
 
     s->interrupt();
-    thread_db_agent oracle(lib, *s);
+    thread_db_agent oracle(lib, s->target());
 
     auto glibc_list = oracle.thr_iter();
     REQUIRE_MESSAGE(glibc_list.has_value(), "td_ta_thr_iter: ", td_name(glibc_list.error()));
-    auto our_list = s->agent()->thr_iter();
+    auto our_list = s->target().agent()->thr_iter();
     REQUIRE(our_list.has_value());
 
     std::set<std::pair<target_addr, pid_t>> glibc_set, our_set;
@@ -246,7 +246,7 @@ TEST_CASE("td_ta_thr_iter, td_thr_get_info and td_ta_map_lwp2thr agree with libt
     REQUIRE(tasks.size() == fixture_tids.size());
     for (pid_t lwp : tasks) {
         INFO("LWP ", lwp);
-        auto ours = s->agent()->map_lwp2thr(tid_t{lwp});
+        auto ours = s->target().agent()->map_lwp2thr(tid_t{lwp});
         auto glibc = oracle.map_lwp2thr(lwp);
         REQUIRE_MESSAGE(ours.has_value(), td_name(ours.error()));
         REQUIRE_MESSAGE(glibc.has_value(), td_name(glibc.error()));
@@ -270,7 +270,7 @@ TEST_CASE("event enable flags and masks: each side reads what the other wrote")
     for (int i = 0; i < 5; ++i)
         t.push_back(fx.spawn(s.get()));
     s->interrupt();
-    thread_db_agent oracle(lib, *s);
+    thread_db_agent oracle(lib, s->target());
     auto main = main_thread(*s);
 
     // Nothing changed yet: both see every thread disabled with an empty mask.
@@ -280,14 +280,14 @@ TEST_CASE("event enable flags and masks: each side reads what the other wrote")
     }
 
     // Written through tdctl (journaled session calls), read by both.
-    REQUIRE(s->thr_event_enable(main, true));
-    REQUIRE(s->thr_event_enable(handle_in(*s, t[0].handle), true));
-    REQUIRE(s->thr_set_event(handle_in(*s, t[1].handle), mask_of({TD_CREATE, TD_SLEEP})));
-    REQUIRE(s->thr_set_event(handle_in(*s, t[2].handle), mask_of({TD_DEATH, TD_TIMEOUT})));
-    REQUIRE(s->thr_clear_event(handle_in(*s, t[2].handle), mask_of({TD_TIMEOUT})));
+    REQUIRE(s->changes().thr_event_enable(main, true));
+    REQUIRE(s->changes().thr_event_enable(handle_in(*s, t[0].handle), true));
+    REQUIRE(s->changes().thr_set_event(handle_in(*s, t[1].handle), mask_of({TD_CREATE, TD_SLEEP})));
+    REQUIRE(s->changes().thr_set_event(handle_in(*s, t[2].handle), mask_of({TD_DEATH, TD_TIMEOUT})));
+    REQUIRE(s->changes().thr_clear_event(handle_in(*s, t[2].handle), mask_of({TD_TIMEOUT})));
     td_thr_events_t all;
     events::td_event_fillset(all);   // both words, every bit
-    REQUIRE(s->thr_set_event(handle_in(*s, t[3].handle), all));
+    REQUIRE(s->changes().thr_set_event(handle_in(*s, t[3].handle), all));
     {
         auto infos = compare_all_infos(*s, oracle);
         CHECK(infos.at(main.value()).ti_traceme == 1);
@@ -317,8 +317,8 @@ TEST_CASE("event enable flags and masks: each side reads what the other wrote")
     }
 
     // And back through tdctl on what libthread_db wrote.
-    REQUIRE(s->thr_clear_event(handle_in(*s, t[4].handle), mask_of({TD_READY})));
-    REQUIRE(s->thr_event_enable(handle_in(*s, t[4].handle), false));
+    REQUIRE(s->changes().thr_clear_event(handle_in(*s, t[4].handle), mask_of({TD_READY})));
+    REQUIRE(s->changes().thr_event_enable(handle_in(*s, t[4].handle), false));
     {
         auto p = both_infos(*s, oracle, t[4].handle);
         check_same_info(p.ours, p.glibc, t[4].handle);
@@ -327,21 +327,21 @@ TEST_CASE("event enable flags and masks: each side reads what the other wrote")
     }
 
     // The global mask has no reader in libthread_db: what it writes, ours reads.
-    auto before = s->agent()->global_mask();
+    auto before = s->target().agent()->global_mask();
     REQUIRE(before.has_value());
     CHECK(events::td_eventisempty(*before));
     REQUIRE(oracle.ta_set_event(mask_of({TD_CREATE, TD_DEATH, TD_CONCURRENCY})));
-    auto after = s->agent()->global_mask();
+    auto after = s->target().agent()->global_mask();
     REQUIRE(after.has_value());
     CHECK_MESSAGE(same_mask(*after, mask_of({TD_CREATE, TD_DEATH, TD_CONCURRENCY})), describe_mask(*after));
     REQUIRE(oracle.ta_clear_event(mask_of({TD_CONCURRENCY})));
-    after = s->agent()->global_mask();
+    after = s->target().agent()->global_mask();
     REQUIRE(after.has_value());
     CHECK(same_mask(*after, mask_of({TD_CREATE, TD_DEATH})));
     // ... and what ours writes, glibc's clear removes exactly.
-    REQUIRE(s->ta_set_event(mask_of({TD_LOCK_TRY})));
+    REQUIRE(s->changes().ta_set_event(mask_of({TD_LOCK_TRY})));
     REQUIRE(oracle.ta_clear_event(mask_of({TD_CREATE, TD_DEATH})));
-    after = s->agent()->global_mask();
+    after = s->target().agent()->global_mask();
     REQUIRE(after.has_value());
     CHECK(same_mask(*after, mask_of({TD_LOCK_TRY})));
     s->resume();
@@ -388,9 +388,9 @@ std::vector<normalized_message> run_getmsg_scenario(thread_db_library& lib, drai
     s->interrupt();
     auto main = main_thread(*s);
     index_of[main.value()] = 99;
-    REQUIRE(s->ta_set_event(mask_of({TD_CREATE, TD_DEATH})));
-    REQUIRE(s->thr_set_event(main, inherited));
-    REQUIRE(s->thr_event_enable(main, true));
+    REQUIRE(s->changes().ta_set_event(mask_of({TD_CREATE, TD_DEATH})));
+    REQUIRE(s->changes().thr_set_event(main, inherited));
+    REQUIRE(s->changes().thr_event_enable(main, true));
     s->resume();
 
     std::vector<spawned_thread> t;
@@ -401,11 +401,11 @@ std::vector<normalized_message> run_getmsg_scenario(thread_db_library& lib, drai
     CHECK(fx.take_events().empty());   // no breakpoints, so the session shows nothing
 
     std::vector<normalized_message> seq;
-    thread_db_agent oracle(lib, *s);
+    thread_db_agent oracle(lib, s->target());
     auto drain_all = [&] {
         s->interrupt();
         for (int guard = 0; guard < 64; ++guard) {
-            auto m = who == drainer::ours ? s->agent()->event_getmsg() : oracle.ta_event_getmsg();
+            auto m = who == drainer::ours ? s->target().agent()->event_getmsg() : oracle.ta_event_getmsg();
             if (!m) {
                 CHECK_MESSAGE(m.error() == TD_NOMSG, "getmsg failed: ", td_name(m.error()));
                 break;
@@ -420,12 +420,12 @@ std::vector<normalized_message> run_getmsg_scenario(thread_db_library& lib, drai
             else
                 CHECK_MESSAGE(same_mask(p.ours.ti_events, inherited),
                               "our consume must keep the mask: ", describe_mask(p.ours.ti_events));
-            auto buf = s->agent()->protocol().read_buffer(m->handle);
+            auto buf = s->target().agent()->protocol().read_buffer(m->handle);
             REQUIRE(buf.has_value());
             CHECK(buf->is_empty());
         }
         // Both sides agree the queue is empty now.
-        CHECK(s->agent()->event_getmsg().error() == TD_NOMSG);
+        CHECK(s->target().agent()->event_getmsg().error() == TD_NOMSG);
         CHECK(oracle.ta_event_getmsg().error() == TD_NOMSG);
         s->resume();
     };
@@ -434,8 +434,8 @@ std::vector<normalized_message> run_getmsg_scenario(thread_db_library& lib, drai
     // Two threads report their deaths (enabled first; the drain left them off
     // the list, so glibc records the message), then one more creation.
     s->interrupt();
-    REQUIRE(s->thr_event_enable(handle_in(*s, t[1].handle), true));
-    REQUIRE(s->thr_event_enable(handle_in(*s, t[3].handle), true));
+    REQUIRE(s->changes().thr_event_enable(handle_in(*s, t[1].handle), true));
+    REQUIRE(s->changes().thr_event_enable(handle_in(*s, t[3].handle), true));
     s->resume();
     fx.release(t[1], s.get());
     fx.release(t[3], s.get());
@@ -469,8 +469,8 @@ TEST_CASE("td_thr_event_getmsg: ours unlinks a thread anywhere in the list, and 
     auto s = attach(fx);
     s->interrupt();
     auto main = main_thread(*s);
-    REQUIRE(s->ta_set_event(mask_of({TD_CREATE})));
-    REQUIRE(s->thr_event_enable(main, true));
+    REQUIRE(s->changes().ta_set_event(mask_of({TD_CREATE})));
+    REQUIRE(s->changes().thr_event_enable(main, true));
     s->resume();
 
     auto batch = [&] {
@@ -480,7 +480,7 @@ TEST_CASE("td_thr_event_getmsg: ours unlinks a thread anywhere in the list, and 
         return b;   // message list: b[2] -> b[1] -> b[0]
     };
     auto list_is = [&](std::vector<target_addr> want) {
-        auto list = s->agent()->protocol().message_list();
+        auto list = s->target().agent()->protocol().message_list();
         REQUIRE(list.has_value());
         CHECK(*list == want);
     };
@@ -489,7 +489,7 @@ TEST_CASE("td_thr_event_getmsg: ours unlinks a thread anywhere in the list, and 
         INFO("taking the thread at list position ", 2 - pick, " of 3");
         auto b = batch();
         s->interrupt();
-        thread_db_agent oracle(lib, *s);
+        thread_db_agent oracle(lib, s->target());
         list_is({b[2].handle, b[1].handle, b[0].handle});
 
         auto m = handle_in(*s, b[pick].handle).event_getmsg();
@@ -523,23 +523,23 @@ TEST_CASE("td_thr_event_getmsg: ours unlinks a thread anywhere in the list, and 
     auto b = batch();
     s->interrupt();
     {
-        thread_db_agent oracle(lib, *s);
+        thread_db_agent oracle(lib, s->target());
         auto g = oracle.thr_event_getmsg(b[1].handle);
         CHECK_MESSAGE(!g.has_value(), "glibc's td_thr_event_getmsg now unlinks below the head; SPEC §2.1 is outdated");
         if (!g) {
             CHECK(g.error() == TD_DBERR);
-            auto buf = s->agent()->protocol().read_buffer(b[1].handle);
+            auto buf = s->target().agent()->protocol().read_buffer(b[1].handle);
             REQUIRE(buf.has_value());
             CHECK(buf->is_empty());
             list_is({b[2].handle, b[1].handle, b[0].handle});
         }
-        auto first = s->agent()->event_getmsg();
+        auto first = s->target().agent()->event_getmsg();
         REQUIRE(first.has_value());
         CHECK(first->handle == b[2].handle);
-        auto second = s->agent()->event_getmsg();
+        auto second = s->target().agent()->event_getmsg();
         REQUIRE(second.has_value());
         CHECK(second->handle == b[0].handle);
-        CHECK(s->agent()->event_getmsg().error() == TD_NOMSG);
+        CHECK(s->target().agent()->event_getmsg().error() == TD_NOMSG);
         list_is({});
     }
     s->resume();
@@ -555,11 +555,11 @@ TEST_CASE("at a launched program's entry point, before its thread library ran, b
         ptrace::launch_options opts;
         opts.argv = {test::fixture_path(fixture), "1", "1"};
         auto s = core::session::launch(opts);
-        REQUIRE_MESSAGE(s->agent() != nullptr, "no thread agent: ", s->no_agent_reason());
+        REQUIRE_MESSAGE(s->target().agent() != nullptr, "no thread agent: ", s->target().no_agent_reason());
         REQUIRE(s->is_held());
-        thread_db_agent oracle(lib, *s);
+        thread_db_agent oracle(lib, s->target());
 
-        auto our_list = s->agent()->thr_iter();
+        auto our_list = s->target().agent()->thr_iter();
         REQUIRE(our_list.has_value());
         REQUIRE(our_list->size() == 1);
         target_addr h = (*our_list)[0].value();
@@ -580,17 +580,17 @@ TEST_CASE("at a launched program's entry point, before its thread library ran, b
         }
         auto p = both_infos(*s, oracle, h);
         check_same_info(p.ours, p.glibc, h);
-        CHECK(p.ours.ti_lid == s->pid());
+        CHECK(p.ours.ti_lid == s->target().pid());
 
-        auto ours_map = s->agent()->map_lwp2thr(tid_t{s->pid()});
-        auto glibc_map = oracle.map_lwp2thr(s->pid());
+        auto ours_map = s->target().agent()->map_lwp2thr(tid_t{s->target().pid()});
+        auto glibc_map = oracle.map_lwp2thr(s->target().pid());
         REQUIRE_MESSAGE(ours_map.has_value(), td_name(ours_map.error()));
         REQUIRE_MESSAGE(glibc_map.has_value(), td_name(glibc_map.error()));
         CHECK(ours_map->value() == *glibc_map);
 
         // The enable flag of that thread (for a handle-less thread: the flag
         // new threads start with), written by one side, read by the other.
-        REQUIRE(s->thr_event_enable((*our_list)[0], true));
+        REQUIRE(s->changes().thr_event_enable((*our_list)[0], true));
         p = both_infos(*s, oracle, h);
         check_same_info(p.ours, p.glibc, h);
         CHECK(p.glibc.ti_traceme == 1);
@@ -601,6 +601,6 @@ TEST_CASE("at a launched program's entry point, before its thread library ran, b
         // Let it run to its end (session::kill() is slow here: see
         // regression_tests.cpp) and reap it, bounded.
         s->detach();
-        CHECK(s->process().wait_launched_exit(10000).has_value());
+        CHECK(s->target().process().wait_launched_exit(10000).has_value());
     }
 }

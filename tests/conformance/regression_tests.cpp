@@ -28,7 +28,7 @@ namespace {
 std::unique_ptr<core::session> attach(steer_fixture& fx)
 {
     auto s = core::session::attach(fx.pid());
-    REQUIRE_MESSAGE(s->agent() != nullptr, "no thread agent: ", s->no_agent_reason());
+    REQUIRE_MESSAGE(s->target().agent() != nullptr, "no thread agent: ", s->target().no_agent_reason());
     return s;
 }
 
@@ -57,7 +57,7 @@ TEST_CASE("detach leaves no event message queued by reporting the session switch
     core::protocol_layout layout;
     {
         auto s = attach(fx);
-        layout = s->agent()->layout();
+        layout = s->target().agent()->layout();
         s->detach();
     }
     const std::uint64_t head_before = word_at(fx.pid(), layout.last_event);
@@ -70,8 +70,8 @@ TEST_CASE("detach leaves no event message queued by reporting the session switch
         auto s = attach(fx);
         s->interrupt();
         auto main = main_thread(*s);
-        REQUIRE(s->ta_set_event(mask_of({TD_CREATE})));
-        REQUIRE(s->thr_event_enable(main, true));
+        REQUIRE(s->changes().ta_set_event(mask_of({TD_CREATE})));
+        REQUIRE(s->changes().thr_event_enable(main, true));
         s->resume();
         b = fx.spawn(s.get());
         s->detach();
@@ -85,7 +85,7 @@ TEST_CASE("detach leaves no event message queued by reporting the session switch
     {
         auto s = attach(fx);
         s->interrupt();
-        auto m = s->agent()->event_getmsg();
+        auto m = s->target().agent()->event_getmsg();
         CHECK_MESSAGE(!m.has_value(), "a fresh session reads a stale ", events::event_name(m ? m->event : TD_EVENT_NONE),
                       " left by the previous one");
         s->resume();
@@ -100,7 +100,7 @@ TEST_CASE("detach: a thread born during the session does not keep the creator's 
     target_addr main_handle;
     {
         auto s = attach(fx);
-        layout = s->agent()->layout();
+        layout = s->target().agent()->layout();
         main_handle = main_thread(*s).value();
         s->detach();
     }
@@ -110,7 +110,7 @@ TEST_CASE("detach: a thread born during the session does not keep the creator's 
     {
         auto s = attach(fx);
         s->interrupt();
-        REQUIRE(s->thr_set_event(main_thread(*s), mask_of({TD_CREATE, TD_REAP})));
+        REQUIRE(s->changes().thr_set_event(main_thread(*s), mask_of({TD_CREATE, TD_REAP})));
         s->resume();
         // glibc copies the creator's event buffer, mask included, into the
         // new thread (pthread_create: pd->eventbuf = self->eventbuf).
@@ -137,7 +137,7 @@ TEST_CASE("session::kill() ends and reaps a launched target promptly")
         ptrace::launch_options opts;
         opts.argv = {test::fixture_path("sleeper"), "2"};
         auto s = core::session::launch(opts);
-        pid_t pid = s->pid();
+        pid_t pid = s->target().pid();
         if (!held) {
             s->resume();
             auto deadline = std::chrono::steady_clock::now() + 5s;

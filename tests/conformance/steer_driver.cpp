@@ -118,14 +118,14 @@ void steer_fixture::pump_for(core::session& s, std::chrono::milliseconds duratio
 
 core::thread_handle handle_in(core::session& s, target_addr handle)
 {
-    REQUIRE(s.agent() != nullptr);
-    return core::thread_handle(*s.agent(), handle);
+    REQUIRE(s.target().agent() != nullptr);
+    return core::thread_handle(*s.target().agent(), handle);
 }
 
 core::thread_handle main_thread(core::session& s)
 {
-    REQUIRE(s.agent() != nullptr);
-    auto th = s.agent()->map_lwp2thr(tid_t{s.pid()});
+    REQUIRE(s.target().agent() != nullptr);
+    auto th = s.target().agent()->map_lwp2thr(tid_t{s.target().pid()});
     REQUIRE_MESSAGE(th.has_value(), "map_lwp2thr(main) failed: ", td_name(th.error()));
     REQUIRE_FALSE(th->is_null());
     return *th;

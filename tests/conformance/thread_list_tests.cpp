@@ -286,7 +286,7 @@ TEST_CASE("threads: every record libthread_db lists appears once, keyed by handl
     auto& lib = oracle_or_skip();
     steer_fixture fx;
     auto s = core::session::attach(fx.pid());
-    REQUIRE_MESSAGE(s->agent() != nullptr, "no thread agent: ", s->no_agent_reason());
+    REQUIRE_MESSAGE(s->target().agent() != nullptr, "no thread agent: ", s->target().no_agent_reason());
     auto sc = build(fx, s.get());
     check_fixture_record(fx, sc);
     auto running = running_threads(sc);
@@ -298,7 +298,7 @@ TEST_CASE("threads: every record libthread_db lists appears once, keyed by handl
     }
 
     s->interrupt();
-    thread_db_agent oracle(lib, *s);
+    thread_db_agent oracle(lib, s->target());
     auto glibc = glibc_records(oracle);
     const target_addr main_handle = main_thread(*s).value();
     // The scenario as glibc sees it: the main thread, the running threads,
@@ -320,7 +320,7 @@ TEST_CASE("threads: every record libthread_db lists appears once, keyed by handl
     }
 
     // The library's list.
-    auto entries = core::list_threads(*s, s->agent());
+    auto entries = core::list_threads(s->target(), s->target().agent());
     REQUIRE(entries.has_value());
     check_rows(rows_of(*entries), fx.pid(), main_handle, glibc, running, idle, "running");
     for (const auto& e : *entries) {
@@ -373,14 +373,14 @@ TEST_CASE("threads: records whose tid reads -1, another thread's TID or 0 (not s
     auto& lib = oracle_or_skip();
     steer_fixture fx;
     auto s = core::session::attach(fx.pid());
-    REQUIRE_MESSAGE(s->agent() != nullptr, "no thread agent: ", s->no_agent_reason());
+    REQUIRE_MESSAGE(s->target().agent() != nullptr, "no thread agent: ", s->target().no_agent_reason());
     auto sc = build(fx, s.get());
     auto running = running_threads(sc);
     const target_addr joining = sc.unjoined[0].handle, kept = sc.unjoined[1].handle, starting = sc.unjoined[2].handle;
     std::map<target_addr, std::string> idle{{joining, "zombie"}, {kept, "zombie"}, {starting, "starting"}};
 
     s->interrupt();
-    const auto& layout = s->agent()->layout();
+    const auto& layout = s->target().agent()->layout();
     REQUIRE(layout.tid.element_bytes() == 4);
     REQUIRE(layout.cancelhandling.element_bytes() == 4);
     auto put32 = [&](target_addr at, std::int32_t v) {
@@ -393,7 +393,7 @@ TEST_CASE("threads: records whose tid reads -1, another thread's TID or 0 (not s
     put32(starting + layout.tid.offset, 0);
     put32(starting + layout.cancelhandling.offset, 0);
 
-    thread_db_agent oracle(lib, *s);
+    thread_db_agent oracle(lib, s->target());
     auto glibc = glibc_records(oracle);
     // glibc reads the fields written: it reports the raw values.
     CHECK(glibc.at(joining).ti_lid == -1);
@@ -402,11 +402,11 @@ TEST_CASE("threads: records whose tid reads -1, another thread's TID or 0 (not s
     CHECK(glibc.at(starting).ti_state == TD_THR_ACTIVE);
     const target_addr main_handle = main_thread(*s).value();
 
-    auto entries = core::list_threads(*s, s->agent());
+    auto entries = core::list_threads(s->target(), s->target().agent());
     REQUIRE(entries.has_value());
     check_rows(rows_of(*entries), fx.pid(), main_handle, glibc, running, idle, "running");
     // map_lwp2thr of the running thread whose TID the ended record also holds.
-    auto mapped = s->agent()->map_lwp2thr(tid_t{sc.blocked[0].tid});
+    auto mapped = s->target().agent()->map_lwp2thr(tid_t{sc.blocked[0].tid});
     REQUIRE(mapped.has_value());
     CHECK(mapped->value() == sc.blocked[0].handle);
     for (const auto& [h, state] : idle) {

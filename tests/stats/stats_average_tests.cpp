@@ -154,7 +154,7 @@ void check_against_k(double nrunnable, double a_concurrency, int k, int cpus, do
 
 core::thread_stats get(core::session& s)
 {
-    auto st = s.get_stats();
+    auto st = s.accounting().get_stats();
     REQUIRE_MESSAGE(st.has_value(), "get_stats failed");
     return *st;
 }
@@ -175,11 +175,11 @@ TEST_CASE("busy K M: the averages are the CPU and run-queue time schedstat shows
     busy_target busy(k, m);
     pid_t pid = busy.child.pid();
     auto s = attach(pid);
-    REQUIRE(s->agent() != nullptr);
+    REQUIRE(s->target().agent() != nullptr);
 
     std::uint64_t ticks0 = process_cpu_ticks(pid);
     auto before = read_process_sched(pid);
-    REQUIRE(s->enable_stats(true).has_value());
+    REQUIRE(s->accounting().enable_stats(true).has_value());
     pump_for(*s, 2000ms);
     auto st = get(*s);
     auto after = read_process_sched(pid);
@@ -312,7 +312,7 @@ void check_threads_inside_window(bool armed)
     constexpr long burst_ms = 300;
 
     std::uint64_t ticks0 = process_cpu_ticks(pid);
-    REQUIRE(s->enable_stats(true).has_value());
+    REQUIRE(s->accounting().enable_stats(true).has_value());
     std::string answer = target.ask_expect(fmt::format("burst {} {}", k, burst_ms), "burst ", s.get());
     pump_for(*s, 50ms);
     auto st = get(*s);
@@ -369,11 +369,11 @@ TEST_CASE("disable freezes the averages while nthreads stays live; enable resets
     CHECK(st0.averages.nlwps.den == 0);
     CHECK(st0.td.nthreads == 2);
 
-    REQUIRE(s->enable_stats(true).has_value());
+    REQUIRE(s->accounting().enable_stats(true).has_value());
     target.ask_expect("spin 300", "spun", s.get());
     pump_for(*s, 200ms);
     auto on = get(*s);
-    REQUIRE(s->enable_stats(false).has_value());
+    REQUIRE(s->accounting().enable_stats(false).has_value());
     auto frozen = get(*s);
     INFO("while on: ", describe(on));
     INFO("frozen: ", describe(frozen));
@@ -405,11 +405,11 @@ TEST_CASE("disable freezes the averages while nthreads stays live; enable resets
     CHECK(later.td.nthreads == frozen.td.nthreads + 3);
     CHECK(later.td.nthreads == static_cast<int>(test::task_tids(pid).size()));
     // Disabling twice changes nothing either.
-    REQUIRE(s->enable_stats(false).has_value());
+    REQUIRE(s->accounting().enable_stats(false).has_value());
     CHECK(same_averages(frozen.averages, get(*s).averages));
 
     // Enabling resets: a new window that starts now.
-    REQUIRE(s->enable_stats(true).has_value());
+    REQUIRE(s->accounting().enable_stats(true).has_value());
     auto fresh = get(*s);
     INFO("just enabled: ", describe(fresh));
     CHECK(fresh.enabled);
@@ -424,7 +424,7 @@ TEST_CASE("disable freezes the averages while nthreads stays live; enable resets
     check_relations(grown);
 
     // reset while gathering: the window starts again.
-    REQUIRE(s->reset_stats().has_value());
+    REQUIRE(s->accounting().reset_stats().has_value());
     auto reset_on = get(*s);
     INFO("reset while on: ", describe(reset_on));
     CHECK(reset_on.enabled);
@@ -434,8 +434,8 @@ TEST_CASE("disable freezes the averages while nthreads stays live; enable resets
 
     // reset while disabled: all counters zero (seed: "resets all counters ... to zero").
     pump_for(*s, 200ms);
-    REQUIRE(s->enable_stats(false).has_value());
-    REQUIRE(s->reset_stats().has_value());
+    REQUIRE(s->accounting().enable_stats(false).has_value());
+    REQUIRE(s->accounting().reset_stats().has_value());
     auto zero = get(*s);
     INFO("reset while off: ", describe(zero));
     CHECK_FALSE(zero.enabled);
@@ -470,9 +470,9 @@ TEST_CASE("pthread_setconcurrency(7) in the target shows as r_concurrency 7, liv
     CHECK(st.td.r_concurrency == 0);
     CHECK(target.ask_expect("setconcurrency 7", "concurrency ", s.get()) == "concurrency 7");
     CHECK(get(*s).td.r_concurrency == 7);
-    REQUIRE(s->enable_stats(true).has_value());
+    REQUIRE(s->accounting().enable_stats(true).has_value());
     CHECK(get(*s).td.r_concurrency == 7);
-    REQUIRE(s->enable_stats(false).has_value());
+    REQUIRE(s->accounting().enable_stats(false).has_value());
     CHECK(target.ask_expect("setconcurrency 3", "concurrency ", s.get()) == "concurrency 3");
     CHECK(get(*s).td.r_concurrency == 3);
 

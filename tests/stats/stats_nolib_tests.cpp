@@ -88,14 +88,14 @@ void check_api(const nolib_build& b)
     nolib_target target(require_build(b));
     pid_t pid = target.child.pid();
     auto s = attach(pid);
-    INFO(b.name, ": no agent because: ", s->no_agent_reason());
+    INFO(b.name, ": no agent because: ", s->target().no_agent_reason());
     // Nothing a thread-library backend could read.
-    CHECK(s->agent() == nullptr);
-    CHECK(as_set(s->lwps()) == target.tasks);
+    CHECK(s->target().agent() == nullptr);
+    CHECK(as_set(s->target().lwps()) == target.tasks);
 
-    REQUIRE(s->enable_stats(true).has_value());
+    REQUIRE(s->accounting().enable_stats(true).has_value());
     pump_for(*s, 500ms);
-    auto st = s->get_stats();
+    auto st = s->accounting().get_stats();
     REQUIRE(st.has_value());
     auto now = test::task_tids(pid);
     INFO(fmt::format("nthreads {} (from {}), nlwps {:.4f} ({}/{}); /proc lists {} tasks", st->td.nthreads,
@@ -110,12 +110,12 @@ void check_api(const nolib_build& b)
     CHECK(st->averages.window_seconds >= 0.5);
     CHECK(st->averages.nlwps.value() == doctest::Approx(n_threads + 1).epsilon(0.03));
 
-    s->rusage_start();
+    s->accounting().rusage_start();
     for (pid_t tid : now) {
         INFO("tid ", tid);
         auto before = read_stat(pid, tid);
-        auto ru = s->rusage_collect(tid_t{tid});
-        auto li = s->lwp_info(tid_t{tid});
+        auto ru = s->accounting().rusage_collect(tid_t{tid});
+        auto li = s->accounting().lwp_info(tid_t{tid});
         auto after = read_stat(pid, tid);
         REQUIRE(before.has_value());
         REQUIRE(after.has_value());

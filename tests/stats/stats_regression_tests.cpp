@@ -16,7 +16,7 @@ namespace {
 // Observed: a thread that has exited — joined in the target, state Z in
 // /proc — still gets a full rusage and lwpinfo until the session happens to
 // reap it with waitpid (the next pump()). core/lwp_usage.cpp
-// read_lwp_rusage() and core/session.cpp session::lwp_info() only check that
+// read_lwp_rusage() and core/lwp_accounting.cpp lwp_accounting::lwp_info() only check that
 // /proc/PID/task/TID/status is readable with the right Tgid; a traced
 // thread's zombie stays there until its tracer reaps it, and the session has
 // already seen its exit stop (on_thread_exiting) by then.
@@ -26,16 +26,16 @@ TEST_CASE("rusage_collect and lwp_info of an exited, not yet reaped thread are E
     stats_target target;
     pid_t pid = target.pid();
     auto s = attach(pid);
-    s->rusage_start();
+    s->accounting().rusage_start();
     std::string answer = target.ask_expect("burst 1 1", "burst ", s.get());
     pid_t gone = static_cast<pid_t>(std::stol(answer.substr(6)));
     auto state = test::task_state(pid, gone);
     INFO("state of the joined thread in /proc: ", state ? std::string(1, *state) : std::string("gone"));
-    auto ru = s->rusage_collect(tid_t{gone});
+    auto ru = s->accounting().rusage_collect(tid_t{gone});
     CHECK_FALSE(ru.has_value());
     if (!ru)
         CHECK(ru.error() == ESRCH);
-    auto li = s->lwp_info(tid_t{gone});
+    auto li = s->accounting().lwp_info(tid_t{gone});
     CHECK_FALSE(li.has_value());
 }
 
@@ -55,12 +55,12 @@ TEST_CASE("the nidle integral never decreases (busy 4 0 0 on 2 CPUs)")
     auto busy = test::child_process::spawn({test::fixture_path("busy"), "--record", record.path(), "4", "0", "0"});
     test::wait_for_fact(record.path(), "done", 1, 10s);
     auto s = attach(busy.pid());
-    REQUIRE(s->enable_stats(true).has_value());
+    REQUIRE(s->accounting().enable_stats(true).has_value());
     std::uint64_t prev = 0;
     int decreases = 0;
     std::uint64_t worst = 0;
     for (int i = 0; i < 500; ++i) {
-        auto st = s->get_stats();
+        auto st = s->accounting().get_stats();
         REQUIRE(st.has_value());
         std::uint64_t ni = st->averages.nidle.num;
         if (ni < prev) {
@@ -94,9 +94,9 @@ TEST_CASE("nrunnable ≤ nlwps and nidle = nlwps − nrunnable when every thread
     int broken = 0, samples = 0;
     std::string first;
     for (int round = 0; round < 40; ++round) {
-        REQUIRE(s->enable_stats(true).has_value());   // a new window each time
+        REQUIRE(s->accounting().enable_stats(true).has_value());   // a new window each time
         pump_for(*s, 20ms);
-        auto st = s->get_stats();
+        auto st = s->accounting().get_stats();
         REQUIRE(st.has_value());
         const auto& a = st->averages;
         ++samples;

@@ -180,8 +180,8 @@ TEST_CASE("session API: 1000 rounds of get_stats, rusage_collect and lwp_info wh
     stats_target target;
     pid_t pid = target.pid();
     auto s = attach(pid);
-    REQUIRE(s->enable_stats(true).has_value());
-    s->rusage_start();
+    REQUIRE(s->accounting().enable_stats(true).has_value());
+    s->accounting().rusage_start();
     auto process_ticks = [&] {
         auto st = read_stat(pid, 0);
         REQUIRE(st.has_value());
@@ -201,7 +201,7 @@ TEST_CASE("session API: 1000 rounds of get_stats, rusage_collect and lwp_info wh
     };
     auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
     for (int i = 0; i < rounds; ++i) {
-        auto st = s->get_stats();
+        auto st = s->accounting().get_stats();
         if (!st) {
             note(errors, fmt::format("round {}: get_stats failed", i));
             continue;
@@ -229,10 +229,10 @@ TEST_CASE("session API: 1000 rounds of get_stats, rusage_collect and lwp_info wh
         }
         prev = a;
 
-        for (tid_t t : s->lwps()) {
+        for (tid_t t : s->target().lwps()) {
             auto st0 = read_stat(pid, t.value);
-            auto ru = s->rusage_collect(t);
-            auto li = s->lwp_info(t);
+            auto ru = s->accounting().rusage_collect(t);
+            auto li = s->accounting().lwp_info(t);
             auto st1 = read_stat(pid, t.value);
             bool same = st0 && st1 && st0->starttime == st1->starttime;
             if (!ru || !li) {
@@ -274,7 +274,7 @@ TEST_CASE("session API: 1000 rounds of get_stats, rusage_collect and lwp_info wh
     }
     std::string off = target.ask_expect("churn off", "churn off ", s.get());
     pump_for(*s, 20ms);
-    auto final_stats = s->get_stats();
+    auto final_stats = s->accounting().get_stats();
     std::uint64_t ticks1 = process_ticks();
     REQUIRE(final_stats.has_value());
     INFO(first_problem);

@@ -68,7 +68,7 @@ rusage_reading collect_checked(core::session& s, pid_t pid, pid_t tid, std::uint
 {
     rusage_reading r;
     auto before = read_usage(pid, tid);
-    auto ru = s.rusage_collect(tid_t{tid});
+    auto ru = s.accounting().rusage_collect(tid_t{tid});
     auto after = read_usage(pid, tid);
     REQUIRE_MESSAGE(before.has_value(), "cannot read /proc for tid ", tid);
     REQUIRE_MESSAGE(after.has_value(), "cannot read /proc for tid ", tid);
@@ -129,7 +129,7 @@ TEST_CASE("rusage: every field is the /proc value of that TID at the same moment
     pid_t pid = target.pid();
     auto s = attach(pid);
     target.ask_expect("park 2", "parked 2", s.get());
-    s->rusage_start();
+    s->accounting().rusage_start();
     // The worker spins meanwhile, so its times move while they are read.
     REQUIRE(target.child().write_stdin("spin 600\n"));
     pump_for(*s, 100ms);
@@ -149,7 +149,7 @@ TEST_CASE("rusage: minflt, maxrss, nvcsw and oublock grow as the thread faults, 
     pid_t pid = target.pid();
     pid_t w = target.worker();
     auto s = attach(pid);
-    s->rusage_start();
+    s->accounting().rusage_start();
     auto r0 = collect_checked(*s, pid, w, 0);
 
     // 4096 fresh pages: at least that many minor faults, and 16 MiB more RSS.
@@ -178,7 +178,7 @@ TEST_CASE("rusage: minflt, maxrss, nvcsw and oublock grow as the thread faults, 
         MESSAGE("the file system of ", file.path(), " does not account write_bytes: oublock not checked for growth");
 
     // The other threads' counters did not move with the worker's.
-    auto m = s->rusage_collect(tid_t{pid});
+    auto m = s->accounting().rusage_collect(tid_t{pid});
     REQUIRE(m.has_value());
     CHECK(m->ru_minflt < r1.ru.ru_minflt);
 }
@@ -195,13 +195,13 @@ TEST_CASE("rusage: ru_nsignals counts the signals delivered to that thread while
         wait_sigcount(target, nullptr, i);
     }
     auto s = attach(pid);
-    s->rusage_start();
+    s->accounting().rusage_start();
     collect_checked(*s, pid, w, 0);
     constexpr int n = 12;
     for (int i = 1; i <= n; ++i) {
         send_usr1(pid, w);
         wait_sigcount(target, s.get(), 3 + i);   // one at a time: two pending ones would merge
-        CHECK(s->rusage_collect(tid_t{w})->ru_nsignals == i);
+        CHECK(s->accounting().rusage_collect(tid_t{w})->ru_nsignals == i);
     }
     collect_checked(*s, pid, w, n);
     // Only the worker got them.
@@ -220,7 +220,7 @@ TEST_CASE("rusage: ru_nsignals of a thread that keeps hitting clone stops and ev
     // the creation reporting address, and steps over its breakpoint; signals
     // that arrive meanwhile must still be counted once each.
     REQUIRE(s->arm({TD_CREATE, TD_DEATH}).has_value());
-    s->rusage_start();
+    s->accounting().rusage_start();
     std::string on = target.ask_expect("churn on", "churn on ", s.get());
     pid_t churner = static_cast<pid_t>(std::stol(on.substr(9)));
     constexpr int n = 40;
@@ -235,13 +235,13 @@ TEST_CASE("rusage: ru_nsignals of a thread that keeps hitting clone stops and ev
         }
         REQUIRE_MESSAGE(counted, "signal ", i, " to the churn driver was not handled");
     }
-    auto ru = s->rusage_collect(tid_t{churner});
+    auto ru = s->accounting().rusage_collect(tid_t{churner});
     REQUIRE(ru.has_value());
     std::string off = target.ask_expect("churn off", "churn off ", s.get());
     INFO(off);
     CHECK(ru->ru_nsignals == n);
     CHECK(std::stol(off.substr(10)) >= 8);   // it did churn meanwhile (a few batches)
-    CHECK(s->rusage_collect(tid_t{target.worker()})->ru_nsignals == 0);
+    CHECK(s->accounting().rusage_collect(tid_t{target.worker()})->ru_nsignals == 0);
 }
 
 TEST_CASE("rusage through tdctl: ru_nsignals in a `rusage collect --interval` loop while signals arrive")
@@ -297,42 +297,42 @@ TEST_CASE("rusage modes: COLLECT before START is ENOSYS, an unknown TID ESRCH, a
     std::string burst_tids;
     {
         auto s = attach(pid);
-        CHECK_FALSE(s->rusage_enabled());
-        auto r = s->rusage_collect(tid_t{w});
+        CHECK_FALSE(s->accounting().rusage_enabled());
+        auto r = s->accounting().rusage_collect(tid_t{w});
         REQUIRE_FALSE(r.has_value());
         CHECK(r.error() == ENOSYS);
-        s->rusage_start();
-        CHECK(s->rusage_enabled());
-        CHECK(s->rusage_collect(tid_t{w}).has_value());
+        s->accounting().rusage_start();
+        CHECK(s->accounting().rusage_enabled());
+        CHECK(s->accounting().rusage_collect(tid_t{w}).has_value());
         // A live task of another process, and one that has ended.
-        r = s->rusage_collect(tid_t{::getpid()});
+        r = s->accounting().rusage_collect(tid_t{::getpid()});
         REQUIRE_FALSE(r.has_value());
         CHECK(r.error() == ESRCH);
         burst_tids = target.ask_expect("burst 1 1", "burst ", s.get());
         pid_t gone = static_cast<pid_t>(std::stol(burst_tids.substr(6)));
         // Joined in the target: ESRCH at once, while it may still be a zombie
         // the session has not reaped (stats_regression_tests), and after.
-        r = s->rusage_collect(tid_t{gone});
+        r = s->accounting().rusage_collect(tid_t{gone});
         REQUIRE_FALSE(r.has_value());
         CHECK(r.error() == ESRCH);
         pump_for(*s, 50ms);
         REQUIRE_FALSE(test::task_state(pid, gone).has_value());
-        r = s->rusage_collect(tid_t{gone});
+        r = s->accounting().rusage_collect(tid_t{gone});
         REQUIRE_FALSE(r.has_value());
         CHECK(r.error() == ESRCH);
-        auto li = s->lwp_info(tid_t{gone});
+        auto li = s->accounting().lwp_info(tid_t{gone});
         REQUIRE_FALSE(li.has_value());
         CHECK(li.error() == ESRCH);
-        li = s->lwp_info(tid_t{::getpid()});
+        li = s->accounting().lwp_info(tid_t{::getpid()});
         REQUIRE_FALSE(li.has_value());
         CHECK(li.error() == ESRCH);
-        s->rusage_stop();
-        r = s->rusage_collect(tid_t{w});
+        s->accounting().rusage_stop();
+        r = s->accounting().rusage_collect(tid_t{w});
         REQUIRE_FALSE(r.has_value());
         CHECK(r.error() == ENOSYS);
         // START again works again.
-        s->rusage_start();
-        CHECK(s->rusage_collect(tid_t{w}).has_value());
+        s->accounting().rusage_start();
+        CHECK(s->accounting().rusage_collect(tid_t{w}).has_value());
     }
 
     // The same through tdctl: an error record naming the errno, exit status 2,
@@ -496,9 +496,9 @@ TEST_CASE("rusage and lwpinfo of a thread named 'a b) c': the name does not shif
 
     // The session API reads the same files: every field again.
     auto s = attach(pid);
-    s->rusage_start();
+    s->accounting().rusage_start();
     collect_checked(*s, pid, w, 0);
-    CHECK(s->thread_name(tid_t{w}) == "a b) c");
+    CHECK(s->target().thread_name(tid_t{w}) == "a b) c");
 }
 
 TEST_CASE("rusage collect all as text: a table with n/a columns and a process line that includes exited threads")
@@ -560,7 +560,7 @@ TEST_CASE("lwpinfo: lwp_utime + lwp_stime grow by the CPU time schedstat shows; 
                static_cast<double>(t.utime.tv_nsec + t.stime.tv_nsec);
     };
     auto times = [&]() {
-        auto t = s->lwp_info(tid_t{w});
+        auto t = s->accounting().lwp_info(tid_t{w});
         REQUIRE_MESSAGE(t.has_value(), "lwp_info(worker) failed: errno ", t.error());
         return *t;
     };

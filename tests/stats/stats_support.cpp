@@ -256,13 +256,13 @@ void check_stats_across_exec(const char* exec_command)
     // CPU time of the worker before the window, so a wrong base shows.
     target.ask_expect("spin 300", "spun", s.get());
     std::uint64_t ticks0 = process_cpu_ticks_of(pid);
-    REQUIRE(s->enable_stats(true).has_value());
+    REQUIRE(s->accounting().enable_stats(true).has_value());
     target.ask_expect("spin 200", "spun", s.get());
     std::string execd = target.ask_expect(exec_command, "execd ", s.get());
     CHECK(execd == fmt::format("execd {}", pid));
     target.ask_expect("spin 300", "spun", s.get());   // the new image's worker
     pump_for(*s, 50ms);
-    auto st = s->get_stats();
+    auto st = s->accounting().get_stats();
     std::uint64_t ticks1 = process_cpu_ticks_of(pid);
     REQUIRE(st.has_value());
     const auto& a = st->averages;
