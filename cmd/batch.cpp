@@ -123,20 +123,15 @@ bool batch::run_stdin(signal_source& signals)
         // A terminal is read only while tdctl is in its foreground; from the
         // background it looks again now and then (`fg` sends no signal).
         const bool readable = owns_terminal(STDIN_FILENO);
-        pollfd fds[3] = {{readable ? STDIN_FILENO : -1, POLLIN, 0}, {signals.fd(), POLLIN, 0},
-                         {run_.session().wait_fd(), POLLIN, 0}};
-        // Stops already collected are serviced without sleeping.
-        // With a target, stops are looked for again at least every repoll_ms
-        // (a SIGCHLD may be late or merged).
-        const int timeout = run_.session().has_pending() ? 0 : ptrace::waiter::repoll_ms;
-        if (::poll(fds, 3, timeout) < 0 && errno != EINTR)
+        run_.wait_for_input(readable ? STDIN_FILENO : -1, readable ? -1 : ptrace::waiter::repoll_ms);
+        pollfd fds[1] = {{readable ? STDIN_FILENO : -1, POLLIN, 0}};
+        if (::poll(fds, 1, 0) < 0 && errno != EINTR)
             return true;
         if (int sig = signals.take(); sig != 0) {
             end_signal_ = sig;
             return false;
         }
-        if (fds[2].fd >= 0)
-            run_.poll_target();
+        run_.poll_target();
         if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
             char buf[4096];
             ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);

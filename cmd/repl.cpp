@@ -108,25 +108,17 @@ void repl::note_target_gone()
 
 repl::event repl::wait_once(bool read_terminal, int timeout_ms)
 {
-    pollfd fds[3] = {{read_terminal ? STDIN_FILENO : -1, POLLIN, 0}, {signals_.fd(), POLLIN, 0}, {-1, POLLIN, 0}};
-    if (run_.has_target())
-        fds[2].fd = run_.session().wait_fd();
-    // Stops already collected are serviced without sleeping; with a target,
-    // stops are looked for again at least every repoll_ms, SIGCHLD or not.
-    if (run_.has_target())
-        timeout_ms = run_.session().has_pending()                           ? 0
-                     : timeout_ms < 0 || timeout_ms > ptrace::waiter::repoll_ms ? ptrace::waiter::repoll_ms
-                                                                            : timeout_ms;
-    ::poll(fds, 3, timeout_ms);
+    // The target runs, its stops served, until a key, a signal or the time.
+    run_.wait_for_input(read_terminal ? STDIN_FILENO : -1, timeout_ms);
+    pollfd fds[2] = {{read_terminal ? STDIN_FILENO : -1, POLLIN, 0}, {signals_.fd(), POLLIN, 0}};
+    ::poll(fds, 2, 0);
     if (fds[0].revents & POLLHUP)
         wait_for_hangup_signal();
     int sig = signals_.take();
     if (sig != 0 && sig != SIGINT)
         run_.take_signal(sig);
-    if (fds[2].fd >= 0) {
-        run_.poll_target();
-        note_target_gone();
-    }
+    run_.poll_target();
+    note_target_gone();
     if (signals_.take_continued())
         return event::continued;
     if (sig == SIGINT)

@@ -33,10 +33,6 @@ run_waker::run_waker(int signal_fd, std::function<void()> flush) : flush_(std::m
         return;
     }
     control_.reset(fd);
-    if (!ptrace::waiter::can_wake_blocked_wait()) {
-        log::debug("run_waker: no wake child can be made here; waiting with poll()");
-        return;
-    }
     // Every signal stays blocked in this thread: they are the tracer's to take.
     sigset_t all, old;
     sigfillset(&all);
@@ -62,7 +58,7 @@ run_waker::~run_waker()
     thread_.join();
 }
 
-void run_waker::begin_run(std::optional<clock::time_point> deadline)
+void run_waker::begin_run(int watch_fd)
 {
     if (!usable_)
         return;
@@ -70,7 +66,7 @@ void run_waker::begin_run(std::optional<clock::time_point> deadline)
     {
         std::lock_guard lock(mutex_);
         running_ = true;
-        deadline_ = deadline;
+        watch_fd_ = watch_fd;
     }
     poke(control_.get());
 }
@@ -82,7 +78,7 @@ void run_waker::end_run()
     {
         std::lock_guard lock(mutex_);
         running_ = false;
-        deadline_.reset();
+        watch_fd_ = -1;
     }
     // No poke: the thread finds the run over at its next tick and sleeps.
 }
@@ -91,27 +87,22 @@ void run_waker::run()
 {
     for (;;) {
         bool running = false;
-        std::optional<clock::time_point> deadline;
+        int watch_fd = -1;
         {
             std::lock_guard lock(mutex_);
             if (stopping_)
                 return;
             running = running_;
-            deadline = deadline_;
+            watch_fd = watch_fd_;
         }
-        int timeout_ms = -1;
-        if (running) {
-            timeout_ms = static_cast<int>(flush_interval.count());
-            if (deadline) {
-                auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - clock::now()).count();
-                timeout_ms = static_cast<int>(std::clamp<long long>(left, 0, timeout_ms));
-            }
-        }
-        // A signal the tracer has been told of stays on the descriptor until
-        // it reads it: not looked at again meanwhile, or this would spin.
-        const bool watch_signals = running && !attention_.load();
-        pollfd fds[2] = {{control_.get(), POLLIN, 0}, {watch_signals ? signal_fd_ : -1, POLLIN, 0}};
-        int n = ::poll(fds, 2, timeout_ms);
+        const int timeout_ms = running ? static_cast<int>(flush_interval.count()) : -1;
+        // A signal or input the tracer has been told of stays pending until
+        // it takes it: not looked at again meanwhile, or this would spin.
+        const bool watch = running && !attention_.load();
+        pollfd fds[3] = {{control_.get(), POLLIN, 0},
+                         {watch ? signal_fd_ : -1, POLLIN, 0},
+                         {watch ? watch_fd : -1, POLLIN, 0}};
+        int n = ::poll(fds, 3, timeout_ms);
         if (n < 0 && errno != EINTR)
             return;
         if ((fds[0].revents & POLLIN) != 0) {
@@ -120,13 +111,12 @@ void run_waker::run()
         }
         if (!running)
             continue;
-        bool due = (fds[1].revents & POLLIN) != 0 || (deadline && clock::now() >= *deadline);
-        if (due && !attention_.load())
+        if ((fds[1].revents | fds[2].revents) & (POLLIN | POLLHUP | POLLERR))
             attention_.store(true);
-        // A wake that could not be made (no wait blocked yet, or clone failed)
-        // is tried again at the next tick while the flag stands.
+        // Woken again at every tick while the flag stands: a wait the tracer
+        // makes for its own reasons meanwhile may have taken the wake.
         if (attention_.load())
-            (void)ptrace::waiter::wake_blocked_wait();
+            ptrace::waiter::wake();
         // Under the lock: once end_run() has returned, nothing is written here.
         std::lock_guard lock(mutex_);
         if (running_)

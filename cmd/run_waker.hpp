@@ -1,17 +1,18 @@
-// While a command runs the target (watch, stop, sleep, top...), the tracer
-// thread sleeps in one blocking waitpid() per stop: no poll(), no SIGCHLD
-// descriptor, no look that finds nothing. This thread ends that wait when the
-// tracer must look up from it: a SIGINT/SIGTERM/SIGHUP is pending on the
-// signal descriptor, or the command's deadline has passed. It also writes
-// out the lines the command printed, at most `flush_interval` after they
-// were printed, so the tracer makes no write per stop.
+// While tdctl lets the target run (a command such as watch, stop, sleep or
+// top, or the prompt and stdin waiting for a line), the tracer thread sleeps
+// in one blocking waitpid() per stop (ptrace::waiter::wait_any): no poll(),
+// no SIGCHLD descriptor, no look that finds nothing. This thread ends that
+// wait when the tracer must look up from it: a SIGINT/SIGTERM/SIGHUP is
+// pending on the signal descriptor, or input is (the run's watched
+// descriptor). It also writes out the lines the command printed, at most
+// `flush_interval` after they were printed, so the tracer makes no write
+// per stop.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <mutex>
-#include <optional>
 #include <thread>
 
 #include "base/unique_fd.hpp"
@@ -34,20 +35,20 @@ public:
     run_waker(const run_waker&) = delete;
     run_waker& operator=(const run_waker&) = delete;
 
-    /// Whether the blocking wait can be ended here (ptrace::waiter::can_wake_blocked_wait,
-    /// probed once, and the thread started). When false, callers wait the other way.
+    /// The thread started. When false (no thread could be made), nothing
+    /// ends a wait for a signal: callers bound their waits.
     bool usable() const { return usable_; }
 
-    /// A run starts: from now on a pending signal, or `deadline` passing,
-    /// sets attention() and ends a blocked wait; output is flushed every
-    /// flush_interval.
-    void begin_run(std::optional<clock::time_point> deadline);
+    /// A run starts: from now on a pending signal, or `watch_fd` (when >= 0)
+    /// becoming readable, sets attention() and ends the tracer's wait
+    /// (ptrace::waiter::wake); output is flushed every flush_interval.
+    void begin_run(int watch_fd = -1);
     /// The run is over: the thread sleeps until the next begin_run().
     void end_run();
 
-    /// The flag a blocking wait watches (ptrace::waiter::wait_until_woken).
-    const std::atomic<bool>& attention() const { return attention_; }
-    /// The tracer looked at the signals and the clock: the flag is cleared
+    /// A signal or input is pending (set by this thread; no system call to read).
+    bool attention() const { return attention_.load(); }
+    /// The tracer looked at the signals and the input: the flag is cleared
     /// (a signal still pending sets it again within flush_interval).
     void clear_attention() { attention_.store(false); }
 
@@ -61,7 +62,7 @@ private:
     std::mutex mutex_;
     bool running_ = false;  // guarded by mutex_
     bool stopping_ = false;  // guarded by mutex_
-    std::optional<clock::time_point> deadline_;  // guarded by mutex_
+    int watch_fd_ = -1;  // guarded by mutex_
     bool usable_ = false;
     std::thread thread_;
 };

@@ -204,51 +204,23 @@ run_end runner::run_until(std::optional<double> seconds, const std::function<boo
         }
         return std::nullopt;
     };
-    // Lines are written out when tdctl is about to sleep, not one by one.
+    // Lines are written out by the waker's thread, not one by one.
     output::deferred batch(out_);
-    if (run_waker* waker = blocking_waker()) {
-        // One blocking waitpid() per stop; the waker ends it for a signal or
-        // the deadline, and writes the lines out meanwhile.
-        waker->begin_run(deadline);
-        struct end_guard {
-            run_waker& w;
-            ~end_guard() { w.end_run(); }
-        } end{*waker};
-        bool no_child = false;
-        for (;;) {
-            if (auto end = session_or_output_ended())
-                return *end;
-            if (waker->attention().load() || no_child) {
-                waker->clear_attention();
-                if (int sig = signals_.take(); sig != 0) {
-                    take_signal(sig);
-                    return run_end::signal;
-                }
-            }
-            if (deadline && clock::now() >= *deadline)
-                return run_end::timeout;
-            if (no_child) {
-                // Nothing to wait for with waitpid(): sleep as the poll loop does.
-                pollfd p{signals_.fd(), POLLIN, 0};
-                ::poll(&p, 1, ptrace::waiter::repoll_ms);
-            }
-            if (auto end = hand_out(session_->pump_blocking(waker->attention(), no_child)))
-                return *end;
-        }
-    }
-    bool signal_ready = true;
+    run_waker& waker = this->waker();
+    waker.begin_run();
+    struct end_guard {
+        run_waker& w;
+        ~end_guard() { w.end_run(); }
+    } end{waker};
     for (;;) {
         if (auto end = session_or_output_ended())
             return *end;
-        // Handle what is already pending before sleeping in poll().
-        if (auto end = hand_out(session_->pump(0)))
-            return *end;
-        // The signal descriptor is read when poll() says it has something
-        // (and once at the start): an empty read per stop is a syscall the
-        // target waits for.
-        if (int sig = signal_ready ? signals_.take() : 0; sig != 0) {
-            take_signal(sig);
-            return run_end::signal;
+        if (waker.attention() || !waker.usable()) {
+            waker.clear_attention();
+            if (int sig = signals_.take(); sig != 0) {
+                take_signal(sig);
+                return run_end::signal;
+            }
         }
         int wait_ms = -1;
         if (deadline) {
@@ -257,29 +229,58 @@ run_end runner::run_until(std::optional<double> seconds, const std::function<boo
                 return run_end::timeout;
             wait_ms = *left;
         }
-        if (session_->has_pending())
-            wait_ms = 0;
-        // Stops are looked for again at least this often, SIGCHLD or not.
-        if (wait_ms < 0 || wait_ms > ptrace::waiter::repoll_ms)
+        // Without the waker's thread nothing ends a wait for a signal.
+        if (!waker.usable() && (wait_ms < 0 || wait_ms > ptrace::waiter::repoll_ms))
             wait_ms = ptrace::waiter::repoll_ms;
-        if (wait_ms != 0)
-            out_.flush();
-        pollfd fds[2] = {{session_->wait_fd(), POLLIN, 0}, {signals_.fd(), POLLIN, 0}};
-        int n = ::poll(fds, 2, wait_ms);
-        signal_ready = n < 0 || (n > 0 && (fds[1].revents & POLLIN) != 0);
+        auto events = session_->pump(wait_ms);
+        if (session_->target().process().last_wait() == ptrace::wait_end::no_child) {
+            // Nothing to wait for with waitpid(): sleep on the signals instead.
+            pollfd p{signals_.fd(), POLLIN, 0};
+            ::poll(&p, 1, ptrace::waiter::repoll_ms);
+        }
+        if (auto end = hand_out(events))
+            return *end;
     }
 }
 
-run_waker* runner::blocking_waker()
+run_waker& runner::waker()
 {
-    if (!waker_) {
-        // TDCTL_WAIT=poll: the poll() loop throughout (for comparing the two).
-        const char* mode = std::getenv("TDCTL_WAIT");
-        if (mode != nullptr && std::string_view(mode) == "poll")
-            return nullptr;
+    if (!waker_)
         waker_ = std::make_unique<run_waker>(signals_.fd(), [this] { out_.flush_buffered(); });
+    return *waker_;
+}
+
+void runner::wait_for_input(int input_fd, int timeout_ms)
+{
+    if (!has_target()) {
+        pollfd fds[2] = {{input_fd, POLLIN, 0}, {signals_.fd(), POLLIN, 0}};
+        ::poll(fds, 2, timeout_ms);
+        return;
     }
-    return waker_->usable() ? waker_.get() : nullptr;
+    using clock = std::chrono::steady_clock;
+    const auto deadline = clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
+    run_waker& waker = this->waker();
+    waker.begin_run(input_fd);
+    struct end_guard {
+        run_waker& w;
+        ~end_guard() { w.end_run(); }
+    } end{waker};
+    while (has_target() && !waker.attention()) {
+        int wait_ms = timeout_ms;
+        if (timeout_ms >= 0) {
+            auto left = ms_until(deadline);
+            if (!left)
+                return;
+            wait_ms = *left;
+        }
+        if (!waker.usable() && (wait_ms < 0 || wait_ms > ptrace::waiter::repoll_ms))
+            wait_ms = ptrace::waiter::repoll_ms;
+        for (const auto& ev : session_->pump(wait_ms))
+            show(ev);
+        // The caller looks at its input and signals, and comes back.
+        if (session_->target().process().last_wait() == ptrace::wait_end::no_child || !waker.usable())
+            return;
+    }
 }
 
 run_end runner::run_for(std::optional<double> seconds)

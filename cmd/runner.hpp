@@ -65,9 +65,14 @@ public:
     /// The default of a launch with no commands: `watch` until the target exits.
     command_status watch_until_exit();
 
-    /// Services target stops without blocking (the REPL's idle loop),
-    /// printing what a user should see.
+    /// Services target stops without blocking, printing what a user should
+    /// see, and notes the target's exit.
     void poll_target();
+    /// Lets the target run, printing what a user should see, until
+    /// `input_fd` (when >= 0) is readable, a signal for tdctl is pending, or
+    /// timeout_ms passes (-1: no bound): what the prompt and stdin do while
+    /// they wait for a line. Without a target, only waits.
+    void wait_for_input(int input_fd, int timeout_ms);
 
     /// The signal (SIGINT/SIGTERM/SIGHUP) that ended the last command, or 0.
     int last_signal() const { return last_signal_; }
@@ -188,9 +193,9 @@ private:
     /// Runs the target until `done` says so, `seconds` pass, a signal
     /// arrives or the target exits. Every session event goes to `on_event`.
     run_end run_until(std::optional<double> seconds, const std::function<bool(const core::session_event&)>& on_event);
-    /// The waker of run_until()'s blocking wait, made at the first run;
-    /// nullptr where it cannot work (then run_until() polls).
-    run_waker* blocking_waker();
+    /// The thread that ends the target's wait for a signal or input, made
+    /// at the first run.
+    run_waker& waker();
     /// run_until() showing every event, for `seconds` (none: until a signal or the end).
     run_end run_for(std::optional<double> seconds);
     /// A target held (at its entry point, by `interrupt`) runs now.

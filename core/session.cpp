@@ -1,5 +1,6 @@
 #include "core/session.hpp"
 
+#include <cmath>
 #include <cstddef>
 #include <link.h>
 #include <utility>
@@ -285,50 +286,29 @@ std::vector<session_event> session::pump(int timeout_ms)
     std::vector<session_event> out;
     if (!is_alive())
         return out;
-    // A wait for the target's own doings wants it running; a poll (0) does not.
+    // A wait for the target's own doings wants it running; a look (0) does not.
     if (timeout_ms != 0)
         release_lingering();
     stacks_.target_ran();
-    // Hand back promptly: at most a batch of stops, and at most a few ms of
-    // them, per call, so the caller's deadlines and signals are looked at
-    // however slowly stops arrive.
+    // Stops are taken one wait each until one is for the user; what a stop
+    // queued is handed out with it, with no look for more (a look that finds
+    // nothing is a system call the target waits for). A look (0) goes on for
+    // at most pump_look_seconds of stops, however fast they come.
     auto& process = target_.process();
-    const double budget_end = seconds_since_start() + pump_budget_seconds;
-    for (int n = 0; n < 512 && (n == 0 || seconds_since_start() < budget_end); ++n) {
-        auto ev = process.next_event(n == 0 ? timeout_ms : 0);
-        if (!ev)
-            break;
-        handle(*ev, out, false);
-        if (!out.empty() && out.back().what == session_event::kind::stopped_at_event)
-            break;
-        if (!process.is_alive())
-            break;
-    }
-    return out;
-}
-
-std::vector<session_event> session::pump_blocking(const std::atomic<bool>& attention, bool& no_child)
-{
-    std::vector<session_event> out;
-    no_child = false;
-    if (!is_alive())
-        return out;
-    release_lingering();
-    stacks_.target_ran();
-    // Stops are taken one blocking wait each until one is for the user; what
-    // a stop queued is handed out with it, with no look for more (a look
-    // that finds nothing is a system call the target waits for).
-    auto& process = target_.process();
+    const double end = seconds_since_start() + (timeout_ms == 0 ? pump_look_seconds : timeout_ms / 1000.0);
     auto held_for_user = [&] { return !out.empty() && out.back().what == session_event::kind::stopped_at_event; };
     while (out.empty() && process.is_alive()) {
-        auto ev = process.next_event_blocking(attention, no_child);
+        int left = timeout_ms;
+        if (timeout_ms > 0)
+            left = std::max(0, static_cast<int>(std::ceil((end - seconds_since_start()) * 1000)));
+        auto ev = process.next_event(left);
         if (!ev)
             break;
         handle(*ev, out, false);
         while (process.has_queued_events() && process.is_alive() && !held_for_user())
             if (auto queued = process.next_event(0))
                 handle(*queued, out, false);
-        if (held_for_user())
+        if (timeout_ms >= 0 && seconds_since_start() >= end)
             break;
     }
     return out;

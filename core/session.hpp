@@ -11,7 +11,6 @@
 // agent_routing.hpp (calls routed to an agent loaded by attach).
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -106,22 +105,13 @@ public:
 
     // ---- running
 
-    /// Runs the target for at most timeout_ms, handling every stop; returns
-    /// what a user should see (maybe nothing). 0 polls.
+    /// Lets the target run, handling every stop, until one gives something
+    /// a user should see, timeout_ms passes (-1: no bound; 0: only what is
+    /// pending now), or ptrace::waiter::wake() ends the wait (another
+    /// thread: a signal, input). Returns what a user should see (maybe
+    /// nothing), with what the same stop queued. Why it ended without
+    /// anything: target().process().last_wait().
     std::vector<session_event> pump(int timeout_ms);
-    /// The same, waiting as cheaply as the kernel allows: one blocking
-    /// waitpid() per status (traced_process::next_event_blocking) until a
-    /// stop gives something a user should see or `attention` ends the wait
-    /// (another thread set it, then called ptrace::waiter::wake_blocked_wait()).
-    /// Returns at once with what is queued. `no_child`: there was nothing to
-    /// wait for (the caller should sleep some other way).
-    std::vector<session_event> pump_blocking(const std::atomic<bool>& attention, bool& no_child);
-    /// Stops already collected but not yet handed out by pump(), or statuses
-    /// not looked for since the last one was taken: a caller must pump again
-    /// before it sleeps on wait_fd(), which does not signal them.
-    bool has_pending() const { return is_alive() && target_.process().may_have_events(); }
-    /// For poll(): readable when the target may have a stop to handle.
-    int wait_fd() const { return target_.process().wait_fd(); }
 
     // ---- the hold
 
@@ -182,8 +172,8 @@ private:
     /// Every stop already queued, handled silently.
     void drain_queued_silently();
 
-    // The longest one pump() call goes on taking stops, s.
-    static constexpr double pump_budget_seconds = 0.02;
+    // The longest a look (pump(0)) goes on taking stops, s.
+    static constexpr double pump_look_seconds = 0.02;
 
     // Declared in the order they are made: each part takes those before it.
     live_target target_;

@@ -382,10 +382,13 @@ void traced_process::run_to(target_addr where, const char* what)
     restart(lt);
 
     for (;;) {
-        auto status = waiter_->wait_any(-1);
-        if (!status)
+        auto got = waiter_->wait_any(-1);
+        if (got.end == wait_end::woken)
+            continue;  // not this wait's business
+        if (got.end != wait_end::status)
             throw error::target(fmt::format("the launched program vanished before reaching {}", what));
-        auto [tid, ws] = *status;
+        tid_t tid = got.tid;
+        wait_status ws = *got.status;
         if (tid == leader && ws.kind() == wait_kind::signal_stop && ws.signal() == SIGTRAP) {
             task& t = *find_task(leader);
             t.stopped = true;
@@ -528,54 +531,47 @@ std::vector<const breakpoint_site*> traced_process::sites() const
 
 // ---------------------------------------------------------------- wait loop
 
+std::optional<stop_event> traced_process::take_queued()
+{
+    if (queue_.empty())
+        return std::nullopt;
+    stop_event ev = queue_.front();
+    queue_.pop_front();
+    if (ev.kind == stop_kind::thread_exited || ev.kind == stop_kind::process_exited) {
+        if (task* t = find_task(ev.tid); t != nullptr && t->exiting && !t->stopped)
+            forget_task(ev.tid);
+        if (ev.kind == stop_kind::process_exited && !gone_)
+            mark_process_gone(ev.status);
+    }
+    return ev;
+}
+
 std::optional<stop_event> traced_process::next_event(int timeout_ms)
 {
-    if (!queue_.empty()) {
-        stop_event ev = queue_.front();
-        queue_.pop_front();
-        if (ev.kind == stop_kind::thread_exited || ev.kind == stop_kind::process_exited) {
-            if (task* t = find_task(ev.tid); t != nullptr && t->exiting && !t->stopped)
-                forget_task(ev.tid);
-            if (ev.kind == stop_kind::process_exited && !gone_)
-                mark_process_gone(ev.status);
-        }
+    last_wait_ = wait_end::status;
+    if (auto ev = take_queued())
         return ev;
-    }
     if (gone_)
         return std::nullopt;
+    using clock = std::chrono::steady_clock;
+    const auto deadline = clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
     for (;;) {
-        auto status = waiter_->wait_any(timeout_ms);
-        if (!status)
+        int left = timeout_ms;
+        if (timeout_ms > 0)
+            left = static_cast<int>(std::max<long long>(
+                0, std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now()).count()));
+        auto got = waiter_->wait_any(left);
+        last_wait_ = got.end;
+        if (got.end != wait_end::status)
             return std::nullopt;
-        if (auto ev = handle_status(status->first, status->second)) {
+        if (auto ev = handle_status(got.tid, *got.status)) {
             leave_to_owner(*ev);
             return ev;
         }
-        // Keep the bound honest: after one internal status, only poll.
-        timeout_ms = 0;
+        // A status handled here may have queued stops for the owner.
+        if (!queue_.empty() || gone_)
+            return take_queued();
     }
-}
-
-std::optional<stop_event> traced_process::next_event_blocking(const std::atomic<bool>& attention, bool& no_child)
-{
-    no_child = false;
-    if (queue_.empty() && !gone_) {
-        for (;;) {
-            std::optional<std::pair<tid_t, wait_status>> got;
-            auto why = waiter_->wait_until_woken(attention, got);
-            if (why == waiter::woken_by::no_child)
-                no_child = true;
-            if (why != waiter::woken_by::status)
-                return std::nullopt;
-            if (auto ev = handle_status(got->first, got->second)) {
-                leave_to_owner(*ev);
-                return ev;
-            }
-            if (!queue_.empty() || gone_)
-                break;
-        }
-    }
-    return next_event(0);
 }
 
 void traced_process::hold_stopped(task& t)
@@ -1573,10 +1569,13 @@ void traced_process::kill()
     // Each task may still report a stop (PTRACE_EVENT_EXIT) on its way out:
     // let it go on until the leader, reaped last, is gone.
     for (int i = 0; i < 100000 && !gone_; ++i) {
-        auto status = waiter_->wait_any(5000);
-        if (!status)
+        auto got = waiter_->wait_any(5000);
+        if (got.end == wait_end::woken)
+            continue;
+        if (got.end != wait_end::status)
             break;
-        auto [tid, ws] = *status;
+        tid_t tid = got.tid;
+        wait_status ws = *got.status;
         if (ws.is_stop()) {
             ptrace_call(PTRACE_CONT, tid, nullptr, nullptr);
             continue;

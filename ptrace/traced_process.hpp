@@ -141,20 +141,15 @@ public:
     const breakpoint_site* site_at(target_addr addr) const;
     std::vector<const breakpoint_site*> sites() const;
 
-    /// Next stop the owner must handle: queued ones first, then from the wait
-    /// loop for at most timeout_ms (0: poll; -1: until one comes).
+    /// Next stop the owner must handle: queued ones first, then from the
+    /// wait (waiter::wait_any: one blocking waitpid() per status) for at
+    /// most timeout_ms (0: only a look; -1: no bound). std::nullopt when
+    /// the bound passed, waiter::wake() ended the wait, or there is nothing
+    /// to wait for: last_wait() says which.
     std::optional<stop_event> next_event(int timeout_ms);
-    /// The same while the target runs and tdctl has nothing else to do:
-    /// queued stops first, then one blocking waitpid() per status
-    /// (waiter::wait_until_woken) until a stop for the owner comes, or
-    /// `attention` (set by another thread, which then calls
-    /// waiter::wake_blocked_wait()) ends the wait: std::nullopt. Also
-    /// std::nullopt, with `no_child` set, when there is nothing to wait for.
-    std::optional<stop_event> next_event_blocking(const std::atomic<bool>& attention, bool& no_child);
+    /// How the last next_event() ended (wait_end::status when it returned a stop).
+    wait_end last_wait() const { return last_wait_; }
     bool has_queued_events() const { return !queue_.empty(); }
-    /// A stop may be waiting now (queued, or a status the wait loop has not
-    /// looked for since it last found one): look before sleeping on wait_fd().
-    bool may_have_events() const { return !queue_.empty() || waiter_->may_have_more(); }
 
     /// The owner is done with tid's stop: restart it (deferred while held).
     void resume(tid_t tid);
@@ -197,9 +192,6 @@ public:
     void begin_detach() { peek_stops_ = true; }
     /// SIGKILL the process and reap every task.
     void kill();
-
-    /// For poll(): readable when a wait status may be pending.
-    int wait_fd() const { return waiter_->fd(); }
 
     /// For a launched process after detach(): wait for it to finish, at most
     /// timeout_ms (-1: no bound). Returns the raw wait status.
@@ -265,6 +257,8 @@ private:
     void mark_process_gone(int raw_status);
 
     // ---- the wait loop: one handler per kind of status
+    /// The first queued stop, the task forgotten when it is gone.
+    std::optional<stop_event> take_queued();
     std::optional<stop_event> handle_status(tid_t tid, wait_status ws);
     /// A status of a task we have no record of: a new clone early, or gone.
     void on_unknown_task(tid_t tid, wait_status ws);
@@ -381,6 +375,7 @@ private:
     };
     std::map<target_addr, site_entry> sites_;
     std::deque<stop_event> queue_;
+    wait_end last_wait_ = wait_end::status;
     // A clone/fork event was lost to a SIGKILL of its parent: new tasks met
     // early may be processes nobody will claim.
     bool parent_events_lost_ = false;

@@ -1,6 +1,10 @@
 #include "ptrace/waiter.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cerrno>
 #include <csignal>
 #include <poll.h>
@@ -18,14 +22,16 @@
 namespace tdctl::ptrace {
 
 namespace {
-// The wake child that is to be reaped (0: none) and whether a
-// wait_until_woken() is blocked (or about to block) in waitpid(). The two are
-// a Dekker pair with the caller's attention flag: the waiting thread sets
-// `blocked` then reads attention; the waking thread sets attention then
-// reads `blocked`. One of them sees the other's store, so a wake is never
-// lost between the last look and the waitpid().
+// The wake child that is to be reaped (0: none), whether a wait_any() is
+// blocked (or about to block) in waitpid(), and whether a wake is asked
+// for. `blocked` and `attention` are a Dekker pair: the waiting thread sets
+// `blocked` then reads `attention` (or the clock, for a deadline); the waking
+// thread sets `attention` (or finds the deadline passed) then reads
+// `blocked`. One of them sees the other's store, so a wake is never lost
+// between the last look and the waitpid().
 std::atomic<pid_t> wake_child{0};
 std::atomic<bool> wait_blocked{false};
+std::atomic<bool> attention{false};
 
 // Swallows the status of the pending wake child. True when `r` was it.
 bool take_wake_child(pid_t r)
@@ -51,11 +57,24 @@ pid_t make_wake_child(std::atomic<pid_t>& slot)
                    nullptr, reinterpret_cast<pid_t*>(&slot));
 }
 
-long long now_ms()
+std::int64_t now_ns()
 {
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+    return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Makes a wake child if a wait is blocked and none is pending. False when no
+// wait is blocked, one is pending already, or clone failed.
+bool wake_blocked_wait()
+{
+    if (!wait_blocked.load() || wake_child.load() != 0)
+        return false;
+    if (make_wake_child(wake_child) < 0) {
+        wake_child.store(0);
+        return false;
+    }
+    return true;
 }
 
 // The only waitpid() call: `which` as waitpid takes it (a TID, or -1 for any
@@ -92,6 +111,75 @@ taken_status take_status(pid_t which, int options)
 }
 }  // namespace
 
+// Ends a blocked wait_any() when its deadline passes. The deadline is an
+// atomic the waiting thread sets without a system call; this thread is told
+// only when a deadline comes sooner than the one it sleeps for.
+class waiter::deadline_timer {
+public:
+    deadline_timer()
+    {
+        // Every signal stays blocked in this thread: they are the tracer's to take.
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        thread_ = std::thread([this] { run(); });
+        pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    }
+    ~deadline_timer()
+    {
+        {
+            std::lock_guard lock(mutex_);
+            stopping_ = true;
+        }
+        cv_.notify_one();
+        thread_.join();
+    }
+    deadline_timer(const deadline_timer&) = delete;
+    deadline_timer& operator=(const deadline_timer&) = delete;
+
+    /// The wait about to block ends at `deadline_ns` (CLOCK_MONOTONIC; 0: none).
+    void arm(std::int64_t deadline_ns)
+    {
+        std::int64_t before = armed_.exchange(deadline_ns);
+        if (deadline_ns != 0 && (before == 0 || deadline_ns < before)) {
+            std::lock_guard lock(mutex_);
+            cv_.notify_one();
+        }
+    }
+
+private:
+    void run()
+    {
+        std::unique_lock lock(mutex_);
+        while (!stopping_) {
+            std::int64_t due = armed_.load();
+            if (due == 0) {
+                cv_.wait(lock);
+                continue;
+            }
+            std::int64_t left = due - now_ns();
+            if (left > 0) {
+                cv_.wait_for(lock, std::chrono::nanoseconds(left));
+                continue;
+            }
+            // Passed: wake the wait until it has ended (it may not have
+            // blocked yet, or a wake child may already be on its way).
+            if (armed_.load() == due && wait_blocked.load() && !wake_blocked_wait()) {
+                cv_.wait_for(lock, std::chrono::milliseconds(1));
+                continue;
+            }
+            std::int64_t expected = due;
+            armed_.compare_exchange_strong(expected, 0);
+        }
+    }
+
+    std::atomic<std::int64_t> armed_{0};
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    bool stopping_ = false;  // guarded by mutex_
+    std::thread thread_;
+};
+
 waiter::waiter()
 {
     sigset_t set;
@@ -105,6 +193,8 @@ waiter::waiter()
     fd_.reset(fd);
 }
 
+waiter::~waiter() = default;
+
 void waiter::drain_fd()
 {
     // SIGCHLD is a standard signal: at most one is pending, so one read
@@ -113,39 +203,68 @@ void waiter::drain_fd()
     (void)::read(fd_.get(), info, sizeof info);
 }
 
-std::optional<std::pair<tid_t, wait_status>> waiter::wait_any(int timeout_ms, int wake_fd)
+any_status waiter::wait_any(int timeout_ms)
 {
-    long long deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    if (timeout_ms == 0) {
+        taken_status taken = try_wait_any();
+        if (taken.status)
+            return any_status{wait_end::status, taken.tid, taken.status};
+        return any_status{taken.no_child ? wait_end::no_child : wait_end::timeout, {}, std::nullopt};
+    }
+    const std::int64_t deadline = timeout_ms < 0 ? 0 : now_ns() + std::int64_t{timeout_ms} * 1000000;
+    if (!wakes_blocked_waits())
+        return wait_in_slices(deadline);
+    if (deadline != 0 && !timer_)
+        timer_ = std::make_unique<deadline_timer>();
+    if (timer_)
+        timer_->arm(deadline);
+    for (;;) {
+        wait_blocked.store(true);
+        if (attention.exchange(false)) {
+            wait_blocked.store(false);
+            return any_status{wait_end::woken, {}, std::nullopt};
+        }
+        if (deadline != 0 && now_ns() >= deadline) {
+            wait_blocked.store(false);
+            return any_status{wait_end::timeout, {}, std::nullopt};
+        }
+        taken_status taken = take_status(-1, 0);
+        wait_blocked.store(false);
+        if (taken.status)
+            return any_status{wait_end::status, taken.tid, taken.status};
+        if (taken.no_child)
+            return any_status{wait_end::no_child, {}, std::nullopt};
+        // A wake child: for this wait (a wake, the deadline), or a late one
+        // made for a wait that had already ended (then wait on).
+    }
+}
+
+any_status waiter::wait_in_slices(std::int64_t deadline_ns)
+{
     for (;;) {
         // Empty the descriptor before the look, never after it: a status
         // that becomes waitable after this drain raises a SIGCHLD of its own,
-        // and one whose SIGCHLD the drain swallowed is found by the look. A
-        // burst of statuses needs one drain, at its start; after a look finds
-        // nothing, the next call drains again (its caller slept on the
-        // descriptor, or looks again soon).
+        // and one whose SIGCHLD the drain swallowed is found by the look.
         if (stale_) {
             drain_fd();
             stale_ = false;
         }
         taken_status taken = try_wait_any();
         if (taken.status)
-            return std::pair{taken.tid, *taken.status};
+            return any_status{wait_end::status, taken.tid, taken.status};
         stale_ = true;
         if (taken.no_child)
-            return std::nullopt;  // no child at all: nothing is to come
-        int wait_ms = repoll_ms;
-        if (deadline >= 0) {
-            long long left = deadline - now_ms();
+            return any_status{wait_end::no_child, {}, std::nullopt};
+        if (attention.exchange(false))
+            return any_status{wait_end::woken, {}, std::nullopt};
+        std::int64_t wait_ms = repoll_ms;
+        if (deadline_ns != 0) {
+            std::int64_t left = deadline_ns - now_ns();
             if (left <= 0)
-                return std::nullopt;
-            wait_ms = static_cast<int>(std::min<long long>(left, repoll_ms));
+                return any_status{wait_end::timeout, {}, std::nullopt};
+            wait_ms = std::min<std::int64_t>((left + 999999) / 1000000, repoll_ms);
         }
-        pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_fd, POLLIN, 0}};
-        int n = ::poll(p, wake_fd >= 0 ? 2 : 1, wait_ms);
-        if (n < 0 && errno != EINTR)
-            throw error::from_errno(errno, "poll on SIGCHLD");
-        if (wake_fd >= 0 && (p[1].revents & POLLIN) != 0)
-            return std::nullopt;
+        wait_ready(static_cast<int>(wait_ms));
     }
 }
 
@@ -156,45 +275,25 @@ void waiter::wait_ready(int timeout_ms, int wake_fd)
         throw error::from_errno(errno, "poll on SIGCHLD");
 }
 
-waiter::woken_by waiter::wait_until_woken(const std::atomic<bool>& attention,
-                                           std::optional<std::pair<tid_t, wait_status>>& got)
+void waiter::wake()
 {
-    // SIGCHLDs pile up on the descriptor meanwhile: the next wait_any() drains it.
-    stale_ = true;
-    wait_blocked.store(true);
-    if (attention.load()) {
-        wait_blocked.store(false);
-        return woken_by::wake;
-    }
-    taken_status taken = take_status(-1, 0);
-    wait_blocked.store(false);
-    if (taken.status) {
-        got.emplace(taken.tid, *taken.status);
-        return woken_by::status;
-    }
-    return taken.no_child ? woken_by::no_child : woken_by::wake;
+    attention.store(true);
+    // A wait that is not blocked now sees the flag before it blocks; one
+    // that is gets a wake child (made again at the next wake if this fails).
+    (void)wake_blocked_wait();
 }
 
-bool waiter::wake_blocked_wait()
+bool waiter::wakes_blocked_waits()
 {
-    if (!wait_blocked.load() || wake_child.load() != 0)
-        return false;
-    pid_t r = make_wake_child(wake_child);
-    if (r < 0) {
-        wake_child.store(0);
-        return false;
-    }
-    return true;
-}
-
-bool waiter::can_wake_blocked_wait()
-{
-    std::atomic<pid_t> probe{0};
-    pid_t r = make_wake_child(probe);
-    if (r <= 0)
-        return false;
-    taken_status taken = take_status(r, 0);
-    return taken.status && taken.status->kind() == wait_kind::exited;
+    static const bool works = [] {
+        std::atomic<pid_t> probe{0};
+        pid_t r = make_wake_child(probe);
+        if (r <= 0)
+            return false;
+        taken_status taken = take_status(r, 0);
+        return taken.status && taken.status->kind() == wait_kind::exited;
+    }();
+    return works;
 }
 
 std::optional<wait_status> waiter::wait_for(tid_t tid)

@@ -1,10 +1,15 @@
-// The one place tdctl calls waitpid(): always with __WALL. Readiness comes
-// from a signalfd for SIGCHLD, so the same descriptor can sit in the command
-// loop's poll() next to the terminal; or, while the target runs, one blocking
-// waitpid() per stop that another thread can end (wait_until_woken).
+// The one place tdctl calls waitpid(): always with __WALL. tdctl waits on a
+// running target one way: a blocking waitpid(-1) that the kernel ends with
+// a status (a stop wakes the tracer directly; no SIGCHLD, descriptor or poll
+// in between). Anything else that must end the wait — a deadline, a signal
+// for the controller, input at the prompt — ends it through wake(), which
+// makes a child that exits at once. Stop-all waits on a known set of tasks
+// by TID instead, sleeping on a SIGCHLD descriptor between looks.
 #pragma once
 
 #include <atomic>
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -21,55 +26,59 @@ struct taken_status {
     bool no_child = false;              ///< ECHILD: no such child (any more); no status is to come
 };
 
+/// How one waiter::wait_any() ended.
+enum class wait_end {
+    status,    ///< a status was taken (any_status::tid, ::status)
+    woken,     ///< waiter::wake() was called since the last wait ended
+    timeout,   ///< the bound passed
+    no_child,  ///< no child at all: nothing is to come
+};
+
+/// What waiter::wait_any() returned with.
+struct any_status {
+    wait_end end = wait_end::timeout;
+    tid_t tid;
+    std::optional<wait_status> status;  ///< set for wait_end::status
+};
+
 class waiter {
 public:
-    /// The longest any wait sleeps on the SIGCHLD descriptor before it asks
-    /// waitpid() again, ms: a SIGCHLD that comes late, is merged with another
-    /// or never comes (one per status is not promised) stalls nothing longer.
+    /// Where a blocked wait cannot be woken (wakes_blocked_waits() false),
+    /// the wait takes a look at least this often, ms; and stop-all looks for
+    /// tasks blocked in vfork() this often.
     static constexpr int repoll_ms = 50;
 
     /// Blocks SIGCHLD in the calling thread and opens a signalfd for it.
     /// Throws tdctl::error (os) on failure.
     waiter();
+    ~waiter();
+    waiter(const waiter&) = delete;
+    waiter& operator=(const waiter&) = delete;
 
-    /// One status from any traced task or child: waitpid(-1, __WALL|WNOHANG),
-    /// then waits on the signalfd for at most timeout_ms (-1: no bound — only
-    /// for callers that know a status must come, such as a task we just
-    /// killed). std::nullopt on timeout, when there is no child at all, or
-    /// as soon as wake_fd (when >= 0, e.g. the controller's signal fd) is
-    /// readable; the caller tells these apart.
-    std::optional<std::pair<tid_t, wait_status>> wait_any(int timeout_ms, int wake_fd = -1);
+    /// One status from any traced task or child, waiting as cheaply as the
+    /// kernel allows: one blocking waitpid(-1, __WALL). `timeout_ms` 0 only
+    /// looks; -1 sets no bound; otherwise a timer thread ends the wait at
+    /// that time (wait_end::timeout). wake(), from any thread, ends it
+    /// (wait_end::woken): the wait blocked now, or the next one when none
+    /// is. Where no wake child can be made (wakes_blocked_waits() false: a
+    /// seccomp filter, RLIMIT_NPROC), it looks every repoll_ms instead.
+    any_status wait_any(int timeout_ms);
+
+    /// From any thread: ends the wait_any() blocked now, or the next one.
+    /// It makes a child process that exits at once (clone with
+    /// CLONE_VM|CLONE_VFORK: no copy of the address space), whose exit
+    /// the waitpid() returns and every wait here swallows.
+    static void wake();
+
+    /// Whether wake() can end a blocked waitpid() here: made one wake child
+    /// and reaped it (by its PID), once per process.
+    static bool wakes_blocked_waits();
 
     /// Sleeps until the SIGCHLD descriptor or wake_fd (when >= 0) is readable,
-    /// or timeout_ms (>= 0) passes; takes no status and drains nothing. For a
-    /// caller that takes statuses by TID and emptied the descriptor (drain_fd)
-    /// before its last look.
+    /// or timeout_ms (>= 0) passes; takes no status. For stop-all, which
+    /// takes statuses by TID and emptied the descriptor (drain_fd) before
+    /// its last look.
     void wait_ready(int timeout_ms, int wake_fd = -1);
-
-    /// What wait_until_woken() returned with.
-    enum class woken_by { status, wake, no_child };
-
-    /// One status from any traced task or child with one blocking
-    /// waitpid(-1, __WALL): the cheapest wait there is (a stop wakes the
-    /// caller directly; no SIGCHLD, descriptor or poll in between). It ends
-    /// without a status (woken_by::wake) when `attention` is already set when
-    /// it starts, or when another thread sets it and then calls
-    /// wake_blocked_wait(); woken_by::no_child when there is no child at
-    /// all. `got` holds the status for woken_by::status.
-    woken_by wait_until_woken(const std::atomic<bool>& attention, std::optional<std::pair<tid_t, wait_status>>& got);
-
-    /// From any thread, after setting the `attention` flag a wait_until_woken()
-    /// may be blocked on: ends that wait. It makes a child process that exits
-    /// at once (clone with CLONE_VM|CLONE_VFORK: no copy of the address space)
-    /// and whose exit that waitpid() then returns; the child's status is
-    /// swallowed by every wait here. At most one such child is pending. False
-    /// when no wait was blocked, a child is already pending, or clone failed
-    /// (EAGAIN at RLIMIT_NPROC, a seccomp filter): call again later.
-    static bool wake_blocked_wait();
-
-    /// Whether wake_blocked_wait() can work here: makes one wake child and
-    /// reaps it (by its PID). Call once, before relying on it.
-    static bool can_wake_blocked_wait();
 
     /// waitpid(tid, __WALL), blocking: only for a task whose next status is
     /// known to be imminent (a new clone's first stop, a single-step, a child
@@ -83,24 +92,26 @@ public:
     taken_status try_wait(tid_t tid);
 
     /// waitpid(-1, __WALL|WNOHANG): any child's status if one has one now,
-    /// never blocking; errors as try_wait(). Leaves the signalfd as it is.
+    /// never blocking; errors as try_wait().
     taken_status try_wait_any();
 
-    /// True while the last look of wait_any() found a status: more may be
-    /// waiting whose SIGCHLD that call's drain took, so a caller should look
-    /// again before it sleeps on the descriptor.
-    bool may_have_more() const { return !stale_; }
-    /// The signalfd, readable when SIGCHLD is pending (for poll()).
+    /// The signalfd, readable when SIGCHLD is pending.
     int fd() const { return fd_.get(); }
-
     /// Reads and discards pending SIGCHLD notifications from the signalfd.
     void drain_fd();
 
+    class deadline_timer;
+
 private:
+    /// wait_any() where no wake child can be made: looks, then sleeps on the
+    /// descriptor for at most repoll_ms, until `deadline_ns` (0: none).
+    any_status wait_in_slices(std::int64_t deadline_ns);
+
     unique_fd fd_;
-    /// The descriptor may be readable with nothing to take (set when a look
-    /// found no status): wait_any() drains it before its next look.
+    /// The descriptor may be readable with nothing to take: wait_in_slices()
+    /// drains it before its next look.
     bool stale_ = true;
+    std::unique_ptr<deadline_timer> timer_;   // made at the first bounded wait
 };
 
 /// The stop a traced task sits in, read with PTRACE_GETSIGINFO instead of

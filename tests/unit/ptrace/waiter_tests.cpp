@@ -1,5 +1,6 @@
-// ptrace::waiter: the signalfd it hands to poll() is readable only while a
-// status may be waiting, so a command loop that polls it never spins.
+// ptrace::waiter: the one blocking wait on a running target (ended by a
+// status, its deadline or another thread's wake), the looks by TID that
+// stop-all makes, and peek_stop().
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -15,15 +16,10 @@
 #include "ptrace/ptrace_call.hpp"
 #include "ptrace/waiter.hpp"
 
+using tdctl::ptrace::wait_end;
 using tdctl::ptrace::waiter;
 
 namespace {
-
-bool readable(int fd)
-{
-    pollfd p{fd, POLLIN, 0};
-    return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
-}
 
 // peek_stop() of a traced task until it is in a stop (at most 5 s).
 std::optional<tdctl::ptrace::wait_status> peek_until_stopped(tdctl::tid_t tid)
@@ -37,73 +33,52 @@ std::optional<tdctl::ptrace::wait_status> peek_until_stopped(tdctl::tid_t tid)
     return stop;
 }
 
+
+// A child that lives until killed, killed and reaped at scope end.
+struct sleeping_child {
+    pid_t pid = ::fork();
+    sleeping_child()
+    {
+        if (pid == 0) {
+            ::pause();
+            ::_exit(0);
+        }
+    }
+    ~sleeping_child()
+    {
+        if (pid > 0) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, __WALL);
+        }
+    }
+};
+
+double seconds_now()
+{
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 }  // namespace
 
-TEST_CASE("after wait_any(0) finds nothing to reap, the descriptor is not readable")
+TEST_CASE("wait_any(0) only looks: a status when one is waiting, else it ends at once")
 {
     waiter w;
-    // Another child lives on, so that waitpid(-1) finds children, none waitable.
-    pid_t other = ::fork();
-    REQUIRE(other >= 0);
-    if (other == 0) {
-        ::pause();
-        ::_exit(0);
-    }
-    // A child whose SIGCHLD arrives but whose status is taken past wait_any
-    // (as wait_for does for a new clone's first stop).
-    pid_t child = ::fork();
-    REQUIRE(child >= 0);
-    if (child == 0)
-        ::_exit(0);
-    auto status = w.wait_for(tdctl::tid_t{child});
-    REQUIRE(status.has_value());
-    CHECK(readable(w.fd()));   // the SIGCHLD is still pending
-
-    CHECK_FALSE(w.wait_any(0).has_value());
-    CHECK_MESSAGE(!readable(w.fd()), "a poll() on the descriptor would return at once, forever");
-
-    ::kill(other, SIGKILL);
-    auto gone = w.wait_any(5000);
-    REQUIRE(gone.has_value());
-    CHECK(gone->first.value == other);
-}
-
-TEST_CASE("statuses left after wait_any(0) returned one keep the descriptor readable")
-{
-    waiter w;
-    pid_t a = ::fork();
-    REQUIRE(a >= 0);
-    if (a == 0)
-        ::_exit(1);
-    pid_t b = ::fork();
-    REQUIRE(b >= 0);
-    if (b == 0)
-        ::_exit(2);
-    // Both have exited (one SIGCHLD may stand for both).
-    int seen = 0;
-    while (seen < 2) {
-        pollfd p{w.fd(), POLLIN, 0};
-        REQUIRE(::poll(&p, 1, 5000) == 1);   // never a sleep with a status waiting
-        while (auto got = w.wait_any(0))
-            ++seen;
-    }
-    CHECK_FALSE(readable(w.fd()));
-}
-
-TEST_CASE("a status reaped by wait_any(0) leaves nothing readable behind once the next call finds none")
-{
-    waiter w;
+    sleeping_child other;  // a child that gives no status
+    REQUIRE(other.pid > 0);
+    CHECK(w.wait_any(0).end == wait_end::timeout);
     pid_t child = ::fork();
     REQUIRE(child >= 0);
     if (child == 0)
         ::_exit(3);
-    pollfd p{w.fd(), POLLIN, 0};
-    REQUIRE(::poll(&p, 1, 5000) == 1);
+    siginfo_t info{};
+    REQUIRE(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT) == 0);  // its status is waiting
     auto got = w.wait_any(0);
-    REQUIRE(got.has_value());
-    CHECK(got->first.value == child);
-    CHECK_FALSE(w.wait_any(0).has_value());
-    CHECK_FALSE(readable(w.fd()));
+    REQUIRE(got.end == wait_end::status);
+    CHECK(got.tid.value == child);
+    CHECK(got.status->exit_code() == 3);
+    CHECK(w.wait_any(0).end == wait_end::timeout);
 }
 
 TEST_CASE("try_wait takes one task's status without blocking, and says when there is no such child")
@@ -239,57 +214,23 @@ TEST_CASE("a waitpid status that differs from the peeked one is handed out (the 
     CHECK(ended->signal() == SIGKILL);
 }
 
-namespace {
 
-// A child that lives until killed, killed and reaped at scope end.
-struct sleeping_child {
-    pid_t pid = ::fork();
-    sleeping_child()
-    {
-        if (pid == 0) {
-            ::pause();
-            ::_exit(0);
-        }
-    }
-    ~sleeping_child()
-    {
-        if (pid > 0) {
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, nullptr, __WALL);
-        }
-    }
-};
-
-double seconds_now()
+TEST_CASE("a blocking wait_any(-1) is ended by another thread's wake(), and the wake child leaves no status")
 {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-}  // namespace
-
-TEST_CASE("a blocking wait_until_woken() is ended by another thread's wake, and the wake child leaves no status")
-{
-    REQUIRE(waiter::can_wake_blocked_wait());
+    REQUIRE(waiter::wakes_blocked_waits());
     waiter w;
     sleeping_child other;  // a child that gives no status: waitpid(-1) would block for good
     REQUIRE(other.pid > 0);
-    std::atomic<bool> attention{false};
     std::thread waker([&] {
         ::usleep(100 * 1000);
-        attention.store(true);
-        // The waiter may not have reached waitpid() yet: try until a wake was made.
-        for (int i = 0; i < 2000 && !waiter::wake_blocked_wait(); ++i)
-            ::usleep(1000);
+        waiter::wake();
     });
-    std::optional<std::pair<tdctl::tid_t, tdctl::ptrace::wait_status>> got;
     const double start = seconds_now();
-    auto why = w.wait_until_woken(attention, got);
+    auto got = w.wait_any(-1);
     const double took = seconds_now() - start;
     waker.join();
-    CHECK(why == waiter::woken_by::wake);
-    CHECK_FALSE(got.has_value());
+    CHECK(got.end == wait_end::woken);
+    CHECK_FALSE(got.status.has_value());
     CHECK(took >= 0.09);
     CHECK_MESSAGE(took < 5.0, "the wake did not end the wait");
     // The wake child was reaped by that wait: nothing is left to take.
@@ -298,44 +239,59 @@ TEST_CASE("a blocking wait_until_woken() is ended by another thread's wake, and 
     CHECK_FALSE(left.no_child);
 }
 
-TEST_CASE("wait_until_woken() with attention already set returns at once; with a child's status, that status")
+TEST_CASE("a wake() while no wait is blocked ends the next wait at once, and only that one")
 {
     waiter w;
     sleeping_child other;
     REQUIRE(other.pid > 0);
-    std::atomic<bool> attention{true};
-    std::optional<std::pair<tdctl::tid_t, tdctl::ptrace::wait_status>> got;
-    CHECK(w.wait_until_woken(attention, got) == waiter::woken_by::wake);
-    CHECK_FALSE(waiter::wake_blocked_wait());  // no wait is blocked: no child is made
+    waiter::wake();
+    CHECK(w.wait_any(-1).end == wait_end::woken);
+    CHECK(w.wait_any(20).end == wait_end::timeout);  // the wake was taken
 
-    attention.store(false);
     pid_t child = ::fork();
     REQUIRE(child >= 0);
     if (child == 0)
         ::_exit(7);
-    REQUIRE(w.wait_until_woken(attention, got) == waiter::woken_by::status);
-    REQUIRE(got.has_value());
-    CHECK(got->first.value == child);
-    CHECK(got->second.kind() == tdctl::ptrace::wait_kind::exited);
+    auto got = w.wait_any(-1);
+    REQUIRE(got.end == wait_end::status);
+    CHECK(got.tid.value == child);
+    CHECK(got.status->kind() == tdctl::ptrace::wait_kind::exited);
 }
 
-TEST_CASE("500 wakes at random moments around the wait's start: one wake_blocked_wait() call always suffices")
+TEST_CASE("wait_any(ms) with nothing to take ends at its deadline, never before; 100 deadlines of 0-3 ms")
 {
-    REQUIRE(waiter::can_wake_blocked_wait());
+    REQUIRE(waiter::wakes_blocked_waits());
+    waiter w;
+    sleeping_child other;
+    REQUIRE(other.pid > 0);
+    std::mt19937 random(7);
+    for (int round = 0; round < 100; ++round) {
+        const int ms = std::uniform_int_distribution<int>(1, 3)(random);
+        const double start = seconds_now();
+        auto got = w.wait_any(ms);
+        const double took = seconds_now() - start;
+        REQUIRE(got.end == wait_end::timeout);
+        CHECK(took >= ms / 1000.0);
+        REQUIRE_MESSAGE(took < 5.0, "round " << round << ": the deadline did not end the wait");
+    }
+    (void)w.try_wait_any();  // a late wake child, if any
+}
+
+TEST_CASE("500 wakes at random moments around the wait's start: one wake() always suffices")
+{
+    REQUIRE(waiter::wakes_blocked_waits());
     waiter w;
     sleeping_child other;
     REQUIRE(other.pid > 0);
     std::mt19937 random(99);
     int slow = 0;
     for (int round = 0; round < 500; ++round) {
-        std::atomic<bool> attention{false};
         std::atomic<bool> returned{false};
         std::atomic<bool> starting{false};
         const double delay_s = std::uniform_int_distribution<int>(0, 20000)(random) * 1e-9;
         std::thread blocked([&] {
-            std::optional<std::pair<tdctl::tid_t, tdctl::ptrace::wait_status>> got;
             starting.store(true);
-            (void)w.wait_until_woken(attention, got);
+            (void)w.wait_any(-1);
             returned.store(true);
         });
         // Aimed at the wait's first microseconds: 0-20 us after it starts.
@@ -343,15 +299,13 @@ TEST_CASE("500 wakes at random moments around the wait's start: one wake_blocked
         }
         for (const double until = seconds_now() + delay_s; seconds_now() < until;) {
         }
-        // The waker's side, once: set the flag, then wake whatever wait is blocked.
-        attention.store(true);
-        (void)waiter::wake_blocked_wait();
+        waiter::wake();   // the waker's side, once
         const double start = seconds_now();
         while (!returned.load() && seconds_now() - start < 2.0)
             ::usleep(100);
         if (!returned.load()) {
             ++slow;
-            (void)waiter::wake_blocked_wait();  // let the thread go, to join it
+            waiter::wake();  // let the thread go, to join it
         }
         blocked.join();
         // A wake child made for a wait that had already returned is swallowed here.
