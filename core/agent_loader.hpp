@@ -7,19 +7,20 @@
 // agent of another version already loaded. An agent of the same version
 // already loaded is reused, not loaded again.
 //
-// Then one stopped thread is hijacked (ptrace/remote_call.hpp) for three
-// short libc calls while every other thread runs: mmap of one page,
-// memfd_create, and, once the agent's bytes are in the memfd and a small
-// loader routine is in the page (made read+exec with mprotect),
-// pthread_create. The hijacked thread is then restored at once. The new
-// loader thread calls dlopen("/proc/self/fd/N") (a memfd works when the
-// target is in another mount namespace), closes the fd and faults at the
-// call marker, where tdctl reads the outcome and sends it on to munmap its
-// page and end. Every byte written in the target goes through the change
-// journal first; a flag in the page, journaled, tells the loader routine
-// whether tdctl still waits for it: put back (detach, time limit, or the
-// guardian after tdctl was killed), it makes the routine unmap its page
-// itself instead of faulting.
+// Then one stopped thread is hijacked (ptrace/remote_call.hpp) for a few
+// short libc calls while every other thread runs: mmap of two pages,
+// memfd_create, and, once the agent's bytes are in the memfd, the loader
+// routine in the first page (made read+exec with mprotect) and its block in
+// the second (core/agent_loader_routine.hpp), pthread_create. The hijacked
+// thread is then restored at once. The new loader thread runs the routine
+// (core/agent_loader_x86_64.S): dlopen("/proc/self/fd/N") (a memfd works
+// when the target is in another mount namespace), close of the fd, `done`
+// set, then a wait while the block's `traced` word is 1; tdctl reads the
+// outcome and puts `traced` back to 0, and the routine unmaps its pages and
+// ends. It never faults. Every byte written in the target goes through the
+// change journal first, and `traced` is journaled: put back (detach, time
+// limit, or the guardian after tdctl was killed), it makes the routine end
+// alone.
 #pragma once
 
 #include <cstddef>
