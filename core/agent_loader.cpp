@@ -1,18 +1,20 @@
 #include "core/agent_loader.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <filesystem>
 
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
 #include <linux/futex.h>
+#include <linux/openat2.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -48,7 +50,7 @@ static_assert(sizeof(loader_block) == page_bytes);
 
 /// libc functions the load calls, by address in the target.
 struct libc_functions {
-    target_addr mmap, mprotect, munmap, memfd_create, close, pthread_create, pthread_detach, dlopen, dlerror;
+    target_addr mmap, mprotect, munmap, memfd_create, close, pthread_create, pthread_detach, dlopen, dlerror, strdup;
 };
 
 bool cancelled(int cancel_fd)
@@ -57,6 +59,22 @@ bool cancelled(int cancel_fd)
         return false;
     pollfd p{cancel_fd, POLLIN, 0};
     return ::poll(&p, 1, 0) > 0;
+}
+
+std::vector<std::byte> read_whole_file(int fd, const std::string& path)
+{
+    std::vector<std::byte> bytes;
+    std::array<std::byte, 65536> chunk;
+    for (;;) {
+        ssize_t n = ::read(fd, chunk.data(), chunk.size());
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            throw error::from_errno(errno, fmt::format("cannot read the agent {}", path));
+        if (n == 0)
+            return bytes;
+        bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + n);
+    }
 }
 
 std::optional<std::string> read_target_string(target_memory& mem, target_addr at, std::size_t max)
@@ -128,13 +146,11 @@ std::optional<std::string> elf_string_at(const std::vector<std::byte>& image, st
 
 agent_file agent_file::read(const std::string& path)
 {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
+    unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat st {};
+    if (!fd.is_open() || ::fstat(fd.get(), &st) != 0)
         throw error::from_errno(errno, fmt::format("cannot read the agent {}", path));
-    std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    agent_file f{path, {}, {}};
-    f.bytes.resize(raw.size());
-    std::memcpy(f.bytes.data(), raw.data(), raw.size());
+    agent_file f{path, read_whole_file(fd.get(), path), {}, st.st_dev, st.st_ino};
     auto module = symbols::elf_module::open_file(path, target_addr{0});
     auto sym = module ? module->lookup("__tdagent_version") : std::nullopt;
     auto version = sym ? elf_string_at(f.bytes, sym->address.value) : std::nullopt;
@@ -142,6 +158,27 @@ agent_file agent_file::read(const std::string& path)
         throw error::target(fmt::format("{} is not libtdagent.so (no __tdagent_version)", path));
     f.version = *version;
     return f;
+}
+
+std::optional<std::string> agent_path_in_target(pid_t pid, const agent_file& agent)
+{
+    std::error_code ec;
+    const std::string path = std::filesystem::canonical(agent.path, ec).string();
+    if (ec || !loader_path_fits(path))
+        return std::nullopt;
+    unique_fd root(::open(fmt::format("/proc/{}/root", pid).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!root.is_open())
+        return std::nullopt;
+    // As the target resolves it: "/" is its root, and no symlink is followed
+    // (one could lead elsewhere for a tool that reads /proc/PID/root/PATH).
+    open_how how{};
+    how.flags = O_PATH | O_CLOEXEC;
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    unique_fd file(static_cast<int>(::syscall(SYS_openat2, root.get(), path.c_str(), &how, sizeof how)));
+    struct stat st {};
+    if (!file.is_open() || ::fstat(file.get(), &st) != 0 || st.st_dev != agent.device || st.st_ino != agent.inode)
+        return std::nullopt;
+    return path;
 }
 
 namespace {
@@ -186,6 +223,8 @@ private:
     /// back to 0) and waits for the loader thread to end. The reason when
     /// dlopen failed, else "".
     std::string finish_loader();
+    /// The l_name of the link map at `handle` in the target.
+    std::string link_map_name(std::uint64_t handle);
     /// After the time limit: the routine is told it is alone, and ends by
     /// itself when dlopen returns.
     [[noreturn]] void leave_loader_alone();
@@ -209,6 +248,8 @@ private:
     tid_t hijacked_;
     tid_t loader_;   // the thread pthread_create started (from the hijacked thread's clone)
     std::vector<target_addr> journaled_;   // entries in the page, forgotten once it is unmapped
+    std::string own_path_;        // agent_path_in_target(), or "" when the target does not see the file
+    std::string link_map_name_;   // the agent's name in the link map, read by finish_loader()
 };
 
 std::optional<std::string> injection::loaded_version()
@@ -262,6 +303,7 @@ libc_functions injection::find_libc()
     libc_functions f;
     f.dlopen = dlopen ? dlopen->address : need("dlopen");
     f.dlerror = need("dlerror");
+    f.strdup = need("strdup");
     f.mmap = need("mmap");
     f.mprotect = need("mprotect");
     f.munmap = need("munmap");
@@ -390,9 +432,10 @@ void injection::fill_memfd(int target_fd)
 
 void injection::write_block(const libc_functions& libc, int target_fd)
 {
-    const loader_calls calls{libc.dlopen.value, libc.dlerror.value, libc.close.value, libc.munmap.value};
-    const loader_block block =
-        make_loader_block(calls, {.memfd = target_fd, .base = page_.value, .size = mapping_bytes});
+    const loader_calls calls{libc.dlopen.value, libc.dlerror.value, libc.close.value, libc.munmap.value,
+                             libc.strdup.value};
+    const loader_block block = make_loader_block(
+        calls, {.memfd = target_fd, .own_path = own_path_, .base = page_.value, .size = mapping_bytes});
     write_bytes(data_, std::as_bytes(std::span(&block, 1)));
     write_bytes(page_, loader_routine_code());
     // The one journaled word: any restore (tdctl killed, a time limit) sets
@@ -462,6 +505,8 @@ std::string injection::finish_loader()
     std::string why;
     if (handle == 0)
         why = message ? read_target_string(process_.memory(), target_addr{message}, 512).value_or("?") : "no reason";
+    else
+        link_map_name_ = link_map_name(handle);
     // Read: the routine may unmap its pages and end (within one 5 ms wait).
     process_.journal().restore(flag_entry());
     forget_page();
@@ -474,6 +519,14 @@ std::string injection::finish_loader()
             others_(*ev);
         }
     return why;
+}
+
+std::string injection::link_map_name(std::uint64_t handle)
+{
+    std::uint64_t name = 0;
+    if (!process_.memory().read_value(target_addr{handle + offsetof(struct link_map, l_name)}, name) || name == 0)
+        return "?";
+    return read_target_string(process_.memory(), target_addr{name}, 4096).value_or("?");
 }
 
 void injection::leave_loader_alone()
@@ -492,6 +545,7 @@ agent_load_report injection::run(tid_t tid, const libc_functions& libc)
     const double start = seconds_since_start();
     report.hijacked = tid;
     hijacked_ = tid;
+    own_path_ = agent_path_in_target(process_.pid(), agent_).value_or("");
     start_loader_thread(tid, libc, report);
     report.hijack_ms = (seconds_since_start() - start) * 1000;
     const bool done = wait_for_loader();
@@ -502,6 +556,7 @@ agent_load_report injection::run(tid_t tid, const libc_functions& libc)
     process_.stop_all();
     if (!why.empty())
         throw error::target(fmt::format("dlopen of the agent failed in the target: {}", why));
+    report.link_map_name = link_map_name_;
     report.total_ms = (seconds_since_start() - start) * 1000;
     return report;
 }

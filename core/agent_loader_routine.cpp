@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include <dlfcn.h>
+#include <link.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 
@@ -16,10 +17,12 @@ extern "C" const std::byte tdctl_loader_routine_end[];
 namespace tdctl::core {
 
 // The constants the assembly writes as numbers.
+static_assert(offsetof(struct link_map, l_name) == LOADER_LINK_MAP_NAME);
 static_assert(RTLD_NOW == LOADER_RTLD_NOW);
 static_assert((FUTEX_WAIT | FUTEX_PRIVATE_FLAG) == LOADER_FUTEX_WAIT_PRIVATE);
 static_assert(SYS_futex == LOADER_SYS_FUTEX);
 static_assert(loader_memfd_name.size() < sizeof(loader_block::memfd_name));
+static_assert(memfd_module_name.size() < sizeof(loader_block::module_name));
 
 namespace {
 
@@ -33,6 +36,8 @@ void copy_string(char (&field)[N], std::string_view s)
 
 }  // namespace
 
+bool loader_path_fits(std::string_view path) { return path.size() < sizeof(loader_block::path); }
+
 loader_block make_loader_block(const loader_calls& calls, const loader_request& request)
 {
     loader_block b{};
@@ -40,6 +45,7 @@ loader_block make_loader_block(const loader_calls& calls, const loader_request& 
     b.dlerror = calls.dlerror;
     b.close = calls.close;
     b.munmap = calls.munmap;
+    b.strdup = calls.strdup;
     b.fd = request.memfd;
     b.base = request.base;
     b.size = request.size;
@@ -47,7 +53,10 @@ loader_block make_loader_block(const loader_calls& calls, const loader_request& 
     b.timeout = timespec{0, 5'000'000};
     b.waits = 2000;
     copy_string(b.memfd_name, loader_memfd_name);
-    copy_string(b.path, fmt::format("/proc/self/fd/{}", request.memfd));
+    copy_string(b.fd_path, fmt::format("/proc/self/fd/{}", request.memfd));
+    copy_string(b.module_name, memfd_module_name);
+    if (loader_path_fits(request.own_path))
+        copy_string(b.path, request.own_path);
     return b;
 }
 

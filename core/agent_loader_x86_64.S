@@ -8,13 +8,20 @@
  * itself, hence .rodata.
  *
  * What the routine does:
- *   1. dlopen(path, RTLD_NOW); when that fails, keeps dlerror()'s message;
- *   2. close(fd), then `done` = 1;
- *   3. waits while `traced` is not 0 (futex waits of `timeout` each, at
+ *   1. dlopen(path, RTLD_NOW) when the block names the agent's own file
+ *      (path not empty: the target sees that very file there);
+ *   2. else, or when that failed, dlopen(fd_path, RTLD_NOW) on the memfd
+ *      ("/proc/self/fd/N"), then names the new module module_name in the
+ *      link map (a copy made with strdup; the handle glibc returns is the
+ *      module's struct link_map): "/proc/self/fd/N" would name, in any
+ *      debugger that reads the link map, the debugger's own descriptor N;
+ *   3. when no dlopen succeeded, keeps dlerror()'s message;
+ *   4. close(fd), then `done` = 1;
+ *   5. waits while `traced` is not 0 (futex waits of `timeout` each, at
  *      most `waits` - 1 of them): tdctl reads the outcome, then puts
  *      `traced` back to 0; so does the guardian after a tracer's death (the
  *      word is journaled);
- *   4. tail-calls munmap(base, size): both pages go, and munmap returns to
+ *   6. tail-calls munmap(base, size): both pages go, and munmap returns to
  *      the caller of the routine (glibc's start_thread), which ends the
  *      thread. The routine never faults and never needs tdctl to end.
  */
@@ -29,12 +36,29 @@
 tdctl_loader_routine_start:
     push %rbx                                     /* also aligns rsp to 16 for the calls */
     mov %rdi, %rbx
+    cmpb $0, LOADER_BLOCK_PATH(%rbx)
+    je .Lfrom_memfd
     lea LOADER_BLOCK_PATH(%rbx), %rdi
     mov $LOADER_RTLD_NOW, %esi
     call *LOADER_BLOCK_DLOPEN(%rbx)
     mov %rax, LOADER_BLOCK_HANDLE(%rbx)
     test %rax, %rax
     jnz .Lclose
+.Lfrom_memfd:
+    lea LOADER_BLOCK_FD_PATH(%rbx), %rdi
+    mov $LOADER_RTLD_NOW, %esi
+    call *LOADER_BLOCK_DLOPEN(%rbx)
+    mov %rax, LOADER_BLOCK_HANDLE(%rbx)
+    test %rax, %rax
+    jz .Lfailed
+    lea LOADER_BLOCK_MODULE_NAME(%rbx), %rdi
+    call *LOADER_BLOCK_STRDUP(%rbx)
+    test %rax, %rax
+    jz .Lclose                                    /* no memory: the name stays */
+    mov LOADER_BLOCK_HANDLE(%rbx), %rcx
+    mov %rax, LOADER_LINK_MAP_NAME(%rcx)          /* the old name stays allocated: it may be in use */
+    jmp .Lclose
+.Lfailed:
     call *LOADER_BLOCK_DLERROR(%rbx)
     mov %rax, LOADER_BLOCK_ERROR(%rbx)
 .Lclose:
