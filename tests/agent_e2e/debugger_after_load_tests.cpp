@@ -7,13 +7,14 @@
 // blocked reading its own pipe (not ended even by SIGTERM).
 //
 // Targets: the C fixture inject_target, /usr/bin/python3 with threads, a
-// JVM (java with a few threads), and inject_target in a mount namespace
-// where the agent's directory is hidden under an empty tmpfs (the agent then
-// comes from a memfd). The agent's name, as gdb lists it, must be the agent
-// file tdctl read, found under /proc/PID/root at that path (same device and
-// inode), or, in the hidden case, "/memfd:libtdagent.so (deleted)", which is
-// no file there. One CTest test per target; a missing gdb, runtime or
-// namespace permission is a skip (77) that says so.
+// JVM (java with a few threads), and inject_target in a mount namespace of
+// its own: where the agent's directory is hidden under an empty tmpfs, where
+// another copy of the agent sits at the agent's path (both: the agent comes
+// from a memfd), and where it sees the same files. The agent's name, as gdb
+// lists it, must be the agent file tdctl read, found under /proc/PID/root at
+// that path (same device and inode), or "/memfd:libtdagent.so (deleted)",
+// which is no file there. One CTest test per target; a missing gdb,
+// runtime or namespace permission is a skip (77) that says so.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -126,8 +127,12 @@ gdb_view run_gdb(pid_t pid)
     bool after_header = false;
     for (std::string line; std::getline(lines, line);) {
         std::smatch m;
-        if (std::regex_match(line, m, library))
+        if (std::regex_match(line, m, library)) {
+            // "target:PATH": gdb read the file through the target's mount namespace.
             v.agent_name = m[4].str();
+            if (v.agent_name.starts_with("target:"))
+                v.agent_name.erase(0, 7);
+        }
         if (line.starts_with("Thread ") && line.find(" (") != std::string::npos) {
             ++v.threads;
             after_header = true;
@@ -223,24 +228,69 @@ TEST_CASE("java: gdb attaches and walks every stack after -p PID --agent on a JV
     CHECK(jvm.require_exit(30s).is_success());
 }
 
+namespace {
+
+/// inject_target run by `unshare --mount` after `setup` (shell commands;
+/// "$0" is the agent's directory), exec()ed in place: the fixture keeps the
+/// pid of the process spawned. Skips (77) when mounts in a new mount
+/// namespace are refused.
+test::child_process start_in_mount_namespace(const std::string& setup)
+{
+    const std::string unshare = require_program("unshare");
+    const std::string agent_dir = std::filesystem::canonical(agent_library()).parent_path().string();
+    auto probe = test::run_command(
+        {unshare, "--mount", "--propagation", "private", "--", "mount", "-t", "tmpfs", "tdctl-probe", agent_dir}, 10s);
+    if (!probe.status.is_success())
+        test::skip_test("cannot mount a tmpfs in a new mount namespace: " + probe.describe());
+    return start_inject_target(
+        {unshare, "--mount", "--propagation", "private", "--", "sh", "-c", setup + " && exec \"$1\"", agent_dir});
+}
+
+bool in_own_mount_namespace(pid_t pid)
+{
+    return std::filesystem::read_symlink(fmt::format("/proc/{}/ns/mnt", pid)) !=
+           std::filesystem::read_symlink("/proc/self/ns/mnt");
+}
+
+}  // namespace
+
 TEST_CASE("hidden: in a mount namespace without the agent's file, the memfd's module is named as no file")
 {
     test::require_ptrace();
     require_program("gdb");
-    const std::string unshare = require_program("unshare");
-    // The agent's directory under an empty tmpfs, in a mount namespace of the target's own.
-    const std::string agent_dir = std::filesystem::canonical(agent_library()).parent_path().string();
-    auto probe = test::run_command({unshare, "--mount", "--propagation", "private", "--", "mount", "-t", "tmpfs",
-                                    "tdctl-hidden", agent_dir},
-                                   10s);
-    if (!probe.status.is_success())
-        test::skip_test("cannot mount a tmpfs in a new mount namespace: " + probe.describe());
-    auto target = start_inject_target({unshare, "--mount", "--propagation", "private", "--", "sh", "-c",
-                                       "mount -t tmpfs tdctl-hidden \"$0\" && exec \"$1\"", agent_dir});
+    auto target = start_in_mount_namespace("mount -t tmpfs tdctl-hidden \"$0\"");
     const pid_t pid = ready_pid(target);
-    REQUIRE(pid == target.pid());   // unshare and sh exec()ed the fixture
+    REQUIRE(pid == target.pid());
+    REQUIRE(in_own_mount_namespace(pid));
     const std::string seen = fmt::format("/proc/{}/root{}", pid, std::filesystem::canonical(agent_library()).string());
     REQUIRE_FALSE(std::filesystem::exists(seen));
     check_gdb_after_load(pid, true);
     CHECK(target.ask("check", 10s).starts_with("eintr="));
+}
+
+TEST_CASE("namespace: another file at the agent's path is not loaded; the same file is")
+{
+    test::require_ptrace();
+    require_program("gdb");
+    const std::string agent = std::filesystem::canonical(agent_library()).string();
+    SUBCASE("a copy of the agent at its path (another inode): loaded from the memfd")
+    {
+        test::temp_directory copy("tdctl-agent-copy");
+        std::filesystem::copy_file(agent, copy.path() + "/libtdagent.so");
+        auto target = start_in_mount_namespace("mount --bind " + copy.path() + " \"$0\"");
+        const pid_t pid = ready_pid(target);
+        REQUIRE(pid == target.pid());
+        REQUIRE(in_own_mount_namespace(pid));
+        REQUIRE(std::filesystem::exists(fmt::format("/proc/{}/root{}", pid, agent)));
+        REQUIRE_FALSE(same_file(fmt::format("/proc/{}/root{}", pid, agent), agent));
+        check_gdb_after_load(pid, true);
+    }
+    SUBCASE("the same files: loaded from its own path")
+    {
+        auto target = start_in_mount_namespace("true");
+        const pid_t pid = ready_pid(target);
+        REQUIRE(pid == target.pid());
+        REQUIRE(in_own_mount_namespace(pid));
+        check_gdb_after_load(pid, false);
+    }
 }
