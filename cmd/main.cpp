@@ -395,11 +395,12 @@ bool load_agent_by_attach(core::session& session, cmd::output& out, cmd::signal_
         rec["hijack_ms"] = report.hijack_ms;
         rec["syscall_restarted"] = report.hijacked_in_syscall;
         rec["loader_tid"] = report.loader.value;
+        rec["link_map_name"] = report.link_map_name;
         out.record(rec, fmt::format("agent: {} loaded into process {} in {:.1f} ms (thread {} ran {:.1f} ms of calls{}; "
-                                    "dlopen in thread {})",
+                                    "dlopen in thread {}; named {} in its link map)",
                                     report.version, session.target().pid(), report.total_ms, report.hijacked.value,
                                     report.hijack_ms, report.hijacked_in_syscall ? ", its system call restarted" : "",
-                                    report.loader.value));
+                                    report.loader.value, report.link_map_name));
         return true;
     } catch (const error& e) {
         if (e.domain() == error_domain::os && e.code() == EINTR)

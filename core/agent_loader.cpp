@@ -5,15 +5,16 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <filesystem>
 
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
 #include <linux/futex.h>
+#include <linux/openat2.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "base/unique_fd.hpp"
+#include "core/agent_loader_routine.hpp"
 #include "ptrace/procfs.hpp"
 #include "ptrace/return_frame_x86_64.hpp"
 
@@ -44,43 +46,11 @@ constexpr double dlopen_limit_seconds = 10.0;
 constexpr std::uint64_t page_bytes = 4096;
 // Two pages: the loader routine (made read+exec) and its control block (read+write).
 constexpr std::uint64_t mapping_bytes = 2 * page_bytes;
-
-// The control block (second page): what the routine reads and fills, and the
-// strings it needs. Offsets are the routine's (see loader_routine).
-namespace block {
-constexpr std::uint64_t dlopen = 0, dlerror = 8, close = 16, munmap = 24, marker = 32;
-constexpr std::uint64_t handle = 40, error = 48, fd = 56, traced = 64, done = 72, size = 80, base = 88;
-constexpr std::uint64_t path = 96, memfd_name = 128, thread = 160;
-constexpr std::uint64_t timeout = 176;   // struct timespec: one wait for tdctl
-constexpr std::uint64_t waits = 192;     // 32-bit: how many such waits at most
-}  // namespace block
-
-// The loader thread's start routine (x86_64, System V; rdi = the block):
-//   push rbx; mov rbx,rdi
-//   lea rdi,[rbx+path]; mov esi,RTLD_NOW; call [rbx+dlopen]; mov [rbx+handle],rax
-//   test rax,rax; jnz 1f; call [rbx+dlerror]; mov [rbx+error],rax
-// 1: mov rdi,[rbx+fd]; call [rbx+close]; mov qword [rbx+done],1
-// 2: cmp qword [rbx+traced],0; je 3f             -- tdctl has read the outcome
-//   dec dword [rbx+waits]; jz 3f                  -- or waited long enough
-//   futex(&traced, FUTEX_WAIT_PRIVATE, 1, &timeout, 0, 0); jmp 2b
-// 3: mov rax,[rbx+munmap]; mov rdi,[rbx+base]; mov rsi,[rbx+size]; pop rbx
-//   jmp rax                                       -- munmap(both pages) returns to start_thread
-// It never faults and never needs tdctl to end: tdctl reads the outcome
-// once `done` is set, then puts `traced` back to 0; so does the guardian
-// after a tracer's death (the word is journaled), and the thread goes on
-// alone within one timeout.
-constexpr std::array<unsigned char, 112> loader_routine{
-    0x53, 0x48, 0x89, 0xfb, 0x48, 0x8d, 0x7b, 0x60, 0xbe, 0x02, 0x00, 0x00, 0x00, 0xff, 0x13, 0x48, 0x89,
-    0x43, 0x28, 0x48, 0x85, 0xc0, 0x75, 0x07, 0xff, 0x53, 0x08, 0x48, 0x89, 0x43, 0x30, 0x48, 0x8b, 0x7b,
-    0x38, 0xff, 0x53, 0x10, 0x48, 0xc7, 0x43, 0x48, 0x01, 0x00, 0x00, 0x00, 0x48, 0x83, 0x7b, 0x40, 0x00,
-    0x74, 0x2c, 0xff, 0x8b, 0xc0, 0x00, 0x00, 0x00, 0x74, 0x24, 0x48, 0x8d, 0x7b, 0x40, 0xbe, 0x80, 0x00,
-    0x00, 0x00, 0xba, 0x01, 0x00, 0x00, 0x00, 0x4c, 0x8d, 0x93, 0xb0, 0x00, 0x00, 0x00, 0x45, 0x31, 0xc0,
-    0x45, 0x31, 0xc9, 0xb8, 0xca, 0x00, 0x00, 0x00, 0x0f, 0x05, 0xeb, 0xcd, 0x48, 0x8b, 0x43, 0x18, 0x48,
-    0x8b, 0x7b, 0x58, 0x48, 0x8b, 0x73, 0x50, 0x5b, 0xff, 0xe0};
+static_assert(sizeof(loader_block) == page_bytes);
 
 /// libc functions the load calls, by address in the target.
 struct libc_functions {
-    target_addr mmap, mprotect, munmap, memfd_create, close, pthread_create, pthread_detach, dlopen, dlerror;
+    target_addr mmap, mprotect, munmap, memfd_create, close, pthread_create, pthread_detach, dlopen, dlerror, strdup;
 };
 
 bool cancelled(int cancel_fd)
@@ -89,6 +59,22 @@ bool cancelled(int cancel_fd)
         return false;
     pollfd p{cancel_fd, POLLIN, 0};
     return ::poll(&p, 1, 0) > 0;
+}
+
+std::vector<std::byte> read_whole_file(int fd, const std::string& path)
+{
+    std::vector<std::byte> bytes;
+    std::array<std::byte, 65536> chunk;
+    for (;;) {
+        ssize_t n = ::read(fd, chunk.data(), chunk.size());
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            throw error::from_errno(errno, fmt::format("cannot read the agent {}", path));
+        if (n == 0)
+            return bytes;
+        bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + n);
+    }
 }
 
 std::optional<std::string> read_target_string(target_memory& mem, target_addr at, std::size_t max)
@@ -160,13 +146,11 @@ std::optional<std::string> elf_string_at(const std::vector<std::byte>& image, st
 
 agent_file agent_file::read(const std::string& path)
 {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
+    unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat st {};
+    if (!fd.is_open() || ::fstat(fd.get(), &st) != 0)
         throw error::from_errno(errno, fmt::format("cannot read the agent {}", path));
-    std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    agent_file f{path, {}, {}};
-    f.bytes.resize(raw.size());
-    std::memcpy(f.bytes.data(), raw.data(), raw.size());
+    agent_file f{path, read_whole_file(fd.get(), path), {}, st.st_dev, st.st_ino};
     auto module = symbols::elf_module::open_file(path, target_addr{0});
     auto sym = module ? module->lookup("__tdagent_version") : std::nullopt;
     auto version = sym ? elf_string_at(f.bytes, sym->address.value) : std::nullopt;
@@ -174,6 +158,27 @@ agent_file agent_file::read(const std::string& path)
         throw error::target(fmt::format("{} is not libtdagent.so (no __tdagent_version)", path));
     f.version = *version;
     return f;
+}
+
+std::optional<std::string> agent_path_in_target(pid_t pid, const agent_file& agent)
+{
+    std::error_code ec;
+    const std::string path = std::filesystem::canonical(agent.path, ec).string();
+    if (ec || !loader_path_fits(path))
+        return std::nullopt;
+    unique_fd root(::open(fmt::format("/proc/{}/root", pid).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!root.is_open())
+        return std::nullopt;
+    // As the target resolves it: "/" is its root, and no symlink is followed
+    // (one could lead elsewhere for a tool that reads /proc/PID/root/PATH).
+    open_how how{};
+    how.flags = O_PATH | O_CLOEXEC;
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    unique_fd file(static_cast<int>(::syscall(SYS_openat2, root.get(), path.c_str(), &how, sizeof how)));
+    struct stat st {};
+    if (!file.is_open() || ::fstat(file.get(), &st) != 0 || st.st_dev != agent.device || st.st_ino != agent.inode)
+        return std::nullopt;
+    return path;
 }
 
 namespace {
@@ -195,9 +200,18 @@ public:
     agent_load_report run(tid_t tid, const libc_functions& libc);
 
 private:
+    /// The calls made on the hijacked thread `tid`, which is restored
+    /// before this returns: pages, memfd, block and routine, then the
+    /// loader thread. Everything undone when one fails.
+    void start_loader_thread(tid_t tid, const libc_functions& libc, agent_load_report& report);
     void set_up_page(ptrace::hijacked_thread& h, const libc_functions& libc);
+    int create_memfd(ptrace::hijacked_thread& h, const libc_functions& libc);
     void fill_memfd(int target_fd);
     void write_block(const libc_functions& libc, int target_fd);
+    void make_routine_executable(ptrace::hijacked_thread& h, const libc_functions& libc);
+    /// pthread_create of the loader thread on the routine, then
+    /// pthread_detach of it.
+    void create_loader_thread(ptrace::hijacked_thread& h, const libc_functions& libc);
     std::uint64_t call(ptrace::hijacked_thread& h, target_addr fn, std::initializer_list<std::uint64_t> args,
                        const char* what);
     void undo_page(ptrace::hijacked_thread& h, const libc_functions& libc, int target_fd);
@@ -209,9 +223,16 @@ private:
     /// back to 0) and waits for the loader thread to end. The reason when
     /// dlopen failed, else "".
     std::string finish_loader();
+    /// The l_name of the link map at `handle` in the target.
+    std::string link_map_name(std::uint64_t handle);
+    /// After the time limit: the routine is told it is alone, and ends by
+    /// itself when dlopen returns.
+    [[noreturn]] void leave_loader_alone();
     void forget_page();
     /// The journal entry of the block's `traced` word (8 bytes).
-    target_addr flag_entry() const { return data_ + block::traced; }
+    target_addr flag_entry() const { return block_field(offsetof(loader_block, traced)); }
+    /// Where the field at `offset` in the loader block lies in the target.
+    target_addr block_field(std::size_t offset) const { return data_ + offset; }
     void pass_time(int ms);
     /// A stop that is not the hijacked thread's return goes to the session;
     /// the hijacked thread's clone names the loader thread.
@@ -227,6 +248,8 @@ private:
     tid_t hijacked_;
     tid_t loader_;   // the thread pthread_create started (from the hijacked thread's clone)
     std::vector<target_addr> journaled_;   // entries in the page, forgotten once it is unmapped
+    std::string own_path_;        // agent_path_in_target(), or "" when the target does not see the file
+    std::string link_map_name_;   // the agent's name in the link map, read by finish_loader()
 };
 
 std::optional<std::string> injection::loaded_version()
@@ -280,6 +303,7 @@ libc_functions injection::find_libc()
     libc_functions f;
     f.dlopen = dlopen ? dlopen->address : need("dlopen");
     f.dlerror = need("dlerror");
+    f.strdup = need("strdup");
     f.mmap = need("mmap");
     f.mprotect = need("mprotect");
     f.munmap = need("munmap");
@@ -382,8 +406,10 @@ void injection::set_up_page(ptrace::hijacked_thread& h, const libc_functions& li
         throw error::target(fmt::format("mmap in the target failed: {}", std::strerror(static_cast<int>(-page))));
     page_ = target_addr{page};
     data_ = page_ + page_bytes;
-    constexpr char name[] = "libtdagent.so";
-    write_bytes(data_ + block::memfd_name, std::as_bytes(std::span(name)));
+    // memfd_create's name, before the block is written whole.
+    const std::string name(loader_memfd_name);
+    write_bytes(block_field(offsetof(loader_block, memfd_name)),
+                std::as_bytes(std::span(name.c_str(), name.size() + 1)));
 }
 
 void injection::fill_memfd(int target_fd)
@@ -406,19 +432,12 @@ void injection::fill_memfd(int target_fd)
 
 void injection::write_block(const libc_functions& libc, int target_fd)
 {
-    std::array<std::uint64_t, 12> words{libc.dlopen.value, libc.dlerror.value, libc.close.value, libc.munmap.value,
-                                        0 /* unused */, 0, 0, static_cast<std::uint64_t>(target_fd),
-                                        0 /* traced: below */, 0, mapping_bytes, page_.value};
-    write_bytes(data_, std::as_bytes(std::span(words)));
-    std::array<char, 32> path{};
-    fmt::format_to_n(path.data(), path.size() - 1, "/proc/self/fd/{}", target_fd);
-    write_bytes(data_ + block::path, std::as_bytes(std::span(path)));
-    write_bytes(page_, std::as_bytes(std::span(loader_routine)));
-    // One wait of the routine for tdctl: 5 ms, at most 2,000 times (10 s).
-    const std::array<std::uint64_t, 2> timeout{0, 5'000'000};
-    write_bytes(data_ + block::timeout, std::as_bytes(std::span(timeout)));
-    const std::uint32_t waits = 2000;
-    write_bytes(data_ + block::waits, std::as_bytes(std::span(&waits, 1)));
+    const loader_calls calls{libc.dlopen.value, libc.dlerror.value, libc.close.value, libc.munmap.value,
+                             libc.strdup.value};
+    const loader_block block = make_loader_block(
+        calls, {.memfd = target_fd, .own_path = own_path_, .base = page_.value, .size = mapping_bytes});
+    write_bytes(data_, std::as_bytes(std::span(&block, 1)));
+    write_bytes(page_, loader_routine_code());
     // The one journaled word: any restore (tdctl killed, a time limit) sets
     // it back to 0, which tells the routine to clean up alone.
     if (!process_.journal().write_value(flag_entry(), std::uint64_t{1}, change_kind::injected))
@@ -470,7 +489,7 @@ bool injection::wait_for_loader()
     const double deadline = seconds_since_start() + dlopen_limit_seconds;
     while (seconds_since_start() < deadline && process_.is_alive()) {
         std::uint64_t done = 0;
-        if (process_.memory().read_value(data_ + block::done, done) && done != 0)
+        if (process_.memory().read_value(block_field(offsetof(loader_block, done)), done) && done != 0)
             return true;
         if (auto ev = process_.next_event(2))
             others_(*ev);
@@ -481,11 +500,13 @@ bool injection::wait_for_loader()
 std::string injection::finish_loader()
 {
     std::uint64_t handle = 0, message = 0;
-    process_.memory().read_value(data_ + block::handle, handle);
-    process_.memory().read_value(data_ + block::error, message);
+    process_.memory().read_value(block_field(offsetof(loader_block, handle)), handle);
+    process_.memory().read_value(block_field(offsetof(loader_block, error)), message);
     std::string why;
     if (handle == 0)
         why = message ? read_target_string(process_.memory(), target_addr{message}, 512).value_or("?") : "no reason";
+    else
+        link_map_name_ = link_map_name(handle);
     // Read: the routine may unmap its pages and end (within one 5 ms wait).
     process_.journal().restore(flag_entry());
     forget_page();
@@ -500,76 +521,109 @@ std::string injection::finish_loader()
     return why;
 }
 
+std::string injection::link_map_name(std::uint64_t handle)
+{
+    std::uint64_t name = 0;
+    if (!process_.memory().read_value(target_addr{handle + offsetof(struct link_map, l_name)}, name) || name == 0)
+        return "?";
+    return read_target_string(process_.memory(), target_addr{name}, 4096).value_or("?");
+}
+
+void injection::leave_loader_alone()
+{
+    process_.journal().restore(flag_entry());
+    forget_page();
+    process_.stop_all();
+    throw error::target(fmt::format("dlopen did not finish within {} s (a constructor or a lock held in the "
+                                    "target?); the loader thread goes on alone and cleans up after itself",
+                                    dlopen_limit_seconds));
+}
+
 agent_load_report injection::run(tid_t tid, const libc_functions& libc)
 {
     agent_load_report report;
     const double start = seconds_since_start();
     report.hijacked = tid;
     hijacked_ = tid;
-    int target_fd = -1;
-    {
-        // With the way back through rt_sigreturn, a call past its time limit
-        // is taken back rather than left to fault when it returns.
-        const auto sigreturn = ptrace::find_sigreturn_code(process_.pid(), process_.memory());
-        if (!sigreturn)
-            log::debug("no rt_sigreturn code found in libc.so.6: remote calls have no way back of their own");
-        ptrace::hijacked_thread h(process_, tid, sigreturn.value_or(target_addr{}));
-        report.hijacked_in_syscall = h.saved().in_restartable_syscall();
-        process_.release_all();   // every other thread runs; the hijacked one stays ours
-        try {
-            set_up_page(h, libc);
-            auto fd = static_cast<std::int64_t>(call(h, libc.memfd_create, {(data_ + block::memfd_name).value,
-                                                     MFD_CLOEXEC}, "memfd_create"));
-            if (fd < 0)
-                throw error::target(fmt::format("memfd_create in the target failed: {}", std::strerror(-fd)));
-            target_fd = static_cast<int>(fd);
-            fill_memfd(target_fd);
-            write_block(libc, target_fd);
-            std::int64_t rc = static_cast<std::int64_t>(call(h, libc.mprotect, {page_.value, page_bytes,
-                                                             PROT_READ | PROT_EXEC}, "mprotect"));
-            if (rc != 0)
-                throw error::target("no way to run the loader routine: the target may not make a page executable "
-                                    "(W^X policy)");
-            if (cancelled(cancel_fd_))
-                throw error::from_errno(EINTR, "the agent load was interrupted before it started");
-            rc = static_cast<std::int64_t>(call(h, libc.pthread_create, {(data_ + block::thread).value, 0,
-                                                page_.value, data_.value}, "pthread_create"));
-            if (rc != 0)
-                throw error::target(fmt::format("pthread_create in the target failed: {}", std::strerror(rc)));
-            // Nobody joins the loader thread: detached, its stack and record
-            // go when it ends (joinable, they stayed for good: an 8 MiB
-            // mapping and a dead thread in every list of the threads).
-            std::uint64_t loader = 0;
-            if (process_.memory().read_value(data_ + block::thread, loader) && loader != 0)
-                if (std::int64_t d = static_cast<std::int64_t>(call(h, libc.pthread_detach, {loader}, "pthread_detach"));
-                    d != 0)
-                    log::warning("pthread_detach of the loader thread in the target failed: {}", std::strerror(d));
-        } catch (...) {
-            undo_page(h, libc, target_fd);
-            h.restore();
-            process_.stop_all();
-            throw;
-        }
-        h.restore();
-        report.hijack_ms = (seconds_since_start() - start) * 1000;
-    }
+    own_path_ = agent_path_in_target(process_.pid(), agent_).value_or("");
+    start_loader_thread(tid, libc, report);
+    report.hijack_ms = (seconds_since_start() - start) * 1000;
     const bool done = wait_for_loader();
     report.loader = loader_;
-    if (!done) {
-        // Tell the routine it is alone: it unmaps its page itself when dlopen returns.
-        process_.journal().restore(flag_entry());
-        forget_page();
-        process_.stop_all();
-        throw error::target(fmt::format("dlopen did not finish within {} s (a constructor or a lock held in the "
-                                        "target?); the loader thread goes on alone and cleans up after itself",
-                                        dlopen_limit_seconds));
-    }
+    if (!done)
+        leave_loader_alone();
     std::string why = finish_loader();
     process_.stop_all();
     if (!why.empty())
         throw error::target(fmt::format("dlopen of the agent failed in the target: {}", why));
+    report.link_map_name = link_map_name_;
     report.total_ms = (seconds_since_start() - start) * 1000;
     return report;
+}
+
+void injection::start_loader_thread(tid_t tid, const libc_functions& libc, agent_load_report& report)
+{
+    // With the way back through rt_sigreturn, a call past its time limit
+    // is taken back rather than left to fault when it returns.
+    const auto sigreturn = ptrace::find_sigreturn_code(process_.pid(), process_.memory());
+    if (!sigreturn)
+        log::debug("no rt_sigreturn code found in libc.so.6: remote calls have no way back of their own");
+    ptrace::hijacked_thread h(process_, tid, sigreturn.value_or(target_addr{}));
+    report.hijacked_in_syscall = h.saved().in_restartable_syscall();
+    process_.release_all();   // every other thread runs; the hijacked one stays ours
+    int target_fd = -1;
+    try {
+        set_up_page(h, libc);
+        target_fd = create_memfd(h, libc);
+        fill_memfd(target_fd);
+        write_block(libc, target_fd);
+        make_routine_executable(h, libc);
+        if (cancelled(cancel_fd_))
+            throw error::from_errno(EINTR, "the agent load was interrupted before it started");
+        create_loader_thread(h, libc);
+    } catch (...) {
+        undo_page(h, libc, target_fd);
+        h.restore();
+        process_.stop_all();
+        throw;
+    }
+    h.restore();
+}
+
+int injection::create_memfd(ptrace::hijacked_thread& h, const libc_functions& libc)
+{
+    auto fd = static_cast<std::int64_t>(
+        call(h, libc.memfd_create, {block_field(offsetof(loader_block, memfd_name)).value, MFD_CLOEXEC},
+             "memfd_create"));
+    if (fd < 0)
+        throw error::target(fmt::format("memfd_create in the target failed: {}", std::strerror(-fd)));
+    return static_cast<int>(fd);
+}
+
+void injection::make_routine_executable(ptrace::hijacked_thread& h, const libc_functions& libc)
+{
+    auto rc = static_cast<std::int64_t>(call(h, libc.mprotect, {page_.value, page_bytes, PROT_READ | PROT_EXEC},
+                                             "mprotect"));
+    if (rc != 0)
+        throw error::target("no way to run the loader routine: the target may not make a page executable "
+                            "(W^X policy)");
+}
+
+void injection::create_loader_thread(ptrace::hijacked_thread& h, const libc_functions& libc)
+{
+    auto rc = static_cast<std::int64_t>(call(
+        h, libc.pthread_create, {block_field(offsetof(loader_block, thread)).value, 0, page_.value, data_.value},
+        "pthread_create"));
+    if (rc != 0)
+        throw error::target(fmt::format("pthread_create in the target failed: {}", std::strerror(rc)));
+    // Nobody joins the loader thread: detached, its stack and record go
+    // when it ends (joinable, they stayed for good: an 8 MiB mapping and a
+    // dead thread in every list of the threads).
+    std::uint64_t loader = 0;
+    if (!process_.memory().read_value(block_field(offsetof(loader_block, thread)), loader) || loader == 0)
+        return;
+    if (auto d = static_cast<std::int64_t>(call(h, libc.pthread_detach, {loader}, "pthread_detach")); d != 0)
+        log::warning("pthread_detach of the loader thread in the target failed: {}", std::strerror(d));
 }
 
 }  // namespace

@@ -7,19 +7,41 @@
 // agent of another version already loaded. An agent of the same version
 // already loaded is reused, not loaded again.
 //
-// Then one stopped thread is hijacked (ptrace/remote_call.hpp) for three
-// short libc calls while every other thread runs: mmap of one page,
-// memfd_create, and, once the agent's bytes are in the memfd and a small
-// loader routine is in the page (made read+exec with mprotect),
-// pthread_create. The hijacked thread is then restored at once. The new
-// loader thread calls dlopen("/proc/self/fd/N") (a memfd works when the
-// target is in another mount namespace), closes the fd and faults at the
-// call marker, where tdctl reads the outcome and sends it on to munmap its
-// page and end. Every byte written in the target goes through the change
-// journal first; a flag in the page, journaled, tells the loader routine
-// whether tdctl still waits for it: put back (detach, time limit, or the
-// guardian after tdctl was killed), it makes the routine unmap its page
-// itself instead of faulting.
+// Then one stopped thread is hijacked (ptrace/remote_call.hpp) for a few
+// short libc calls while every other thread runs: mmap of two pages,
+// memfd_create, and, once the agent's bytes are in the memfd, the loader
+// routine in the first page (made read+exec with mprotect) and its block in
+// the second (core/agent_loader_routine.hpp), pthread_create. The hijacked
+// thread is then restored at once. The new loader thread runs the routine
+// (core/agent_loader_x86_64.S): dlopen of the agent (below), close of the
+// memfd, `done` set, then a wait while the block's `traced` word is 1;
+// tdctl reads the outcome and puts `traced` back to 0, and the routine
+// unmaps its pages and ends. It never faults. Every byte written in the
+// target goes through the change journal first, and `traced` is journaled:
+// put back (detach, time limit, or the guardian after tdctl was killed), it
+// makes the routine end alone.
+//
+// Which file is dlopen()ed, and the agent's name in the target's link map.
+// Debuggers and profilers (gdb, lldb, perf, eu-stack, py-spy) read each
+// module's l_name from the link map and open that path in their own
+// process; so the name must be a path that holds the agent in the target's
+// mount namespace (reachable from outside as /proc/PID/root/PATH), or
+// plainly no file. Two cases:
+// - the target sees the very file tdctl read (agent_path_in_target: the same
+//   device and inode at the same path, resolved inside the target's root
+//   without following symlinks): the routine dlopen()s that path, and the
+//   agent is named, and mapped, as when it is preloaded;
+// - otherwise (a container without that file, a path too long), or when
+//   that dlopen fails (the target may not read the file, a noexec mount):
+//   the routine dlopen()s the memfd as "/proc/self/fd/N" (which works in any
+//   mount namespace) and then renames the module in the link map to the
+//   memfd's own name as /proc/PID/maps shows it, "/memfd:libtdagent.so
+//   (deleted)", no file's path (a copy made with the target's strdup; the
+//   old string is left allocated, as another thread may be reading it).
+//   Left as "/proc/self/fd/N", the name led each tool to its own descriptor
+//   N: gdb blocked reading its own pipe.
+// Nothing is ever written into the target's file system. The memfd is made
+// in both cases, so that the second dlopen needs nothing more from tdctl.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +49,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <sys/types.h>
 
 #include "base/types.hpp"
 #include "ptrace/remote_call.hpp"
@@ -40,6 +64,8 @@ struct agent_file {
     std::string path;
     std::vector<std::byte> bytes;
     std::string version;   ///< its __tdagent_version string ("tdagent 1")
+    dev_t device = 0;      ///< the file's identity when it was read (fstat)
+    ino_t inode = 0;
 
     /// Reads the file and its version. Throws tdctl::error (os) when it
     /// cannot be read, (target) when it has no __tdagent_version.
@@ -55,6 +81,7 @@ struct agent_load_report {
     double total_ms = 0;       ///< from the first check to the target held again
     double hijack_ms = 0;      ///< how long the hijacked thread ran for tdctl
     bool hijacked_in_syscall = false;  ///< it had been stopped in a restartable system call
+    std::string link_map_name;         ///< the agent's l_name in the target's link map ("" when reused)
 };
 
 /// Loads `agent` into the process. Call with every thread held (stop_all);
@@ -65,6 +92,15 @@ struct agent_load_report {
 /// tdctl::error (target) with the reason; nothing is left in the target.
 agent_load_report load_agent(ptrace::traced_process& process, const symbols::module_set& modules,
                              const agent_file& agent, const ptrace::other_stop_handler& others, int cancel_fd = -1);
+
+/// The path under which process `pid` sees the very file `agent` was read
+/// from: the agent's canonical path in tdctl's mount namespace, when,
+/// resolved under /proc/PID/root as the target resolves it (inside its
+/// root, no symlink followed: openat2 with RESOLVE_IN_ROOT), it leads to the
+/// same device and inode. std::nullopt when it does not (another mount
+/// namespace or root without that file, a replaced file, a kernel without
+/// openat2) or when the path does not fit in the loader block.
+std::optional<std::string> agent_path_in_target(pid_t pid, const agent_file& agent);
 
 /// How fit a stopped thread is to make the load's libc calls (pthread_create
 /// takes malloc's and the dynamic loader's locks), 0 best:

@@ -22,6 +22,61 @@ namespace {
 // moving rsp: the call's frame goes under it.
 constexpr std::uint64_t red_zone_bytes = 128;
 
+/// A remote call as it is about to start.
+struct call_setup {
+    user_regs_struct regs;          ///< the thread's registers for the call
+    std::vector<std::byte> frame;   ///< the return frame from the slot up, or empty without one
+    target_addr slot;               ///< the return address's place on the stack
+};
+
+/// The registers and stack of a call of `function` on a thread saved as
+/// `saved`: below its red zone, with a return frame when a way back
+/// (`sigreturn`) is known.
+call_setup set_up_call(const thread_state& saved, target_addr sigreturn, target_addr function,
+                       std::span<const std::uint64_t> args)
+{
+    call_setup c;
+    c.regs = saved.general().raw();
+    user_regs_struct& r = c.regs;
+    // 16-byte aligned at the call, then the return address pushed: the
+    // callee sees rsp ≡ 8 (mod 16), as after a `call`.
+    std::uint64_t sp = ((r.rsp - red_zone_bytes) & ~std::uint64_t{15}) - 8;
+    if (!sigreturn.is_null()) {
+        auto layout = layout_return_frame(r.rsp, return_frame_fp_bytes(saved));
+        c.frame = build_return_frame(saved, layout, call_marker.value);
+        sp = layout.slot;
+    }
+    unsigned long long* arg_regs[] = {&r.rdi, &r.rsi, &r.rdx, &r.rcx, &r.r8, &r.r9};
+    for (std::size_t i = 0; i < args.size(); ++i)
+        *arg_regs[i] = args[i];
+    r.rip = function.value;
+    r.rsp = sp;
+    r.rax = 0;           // no vector registers used by a variadic callee
+    r.orig_rax = ~0ull;  // -1: the kernel must not restart a system call at this pc
+    c.slot = target_addr{sp};
+    return c;
+}
+
+/// Writes the call's return address (and its frame) on `tid`'s stack,
+/// through the journal. Throws tdctl::error (target) when it cannot.
+void write_return_slot(traced_process& process, tid_t tid, target_addr sigreturn, const call_setup& c)
+{
+    if (c.frame.empty()) {
+        if (!process.journal().write_value(c.slot, call_marker.value, change_kind::injected))
+            throw error::target(fmt::format("cannot write the return address on thread {}'s stack", tid.value));
+        return;
+    }
+    // Journaled first, with the way back as the slot's original: any
+    // restore of it (a time limit, the journal's keeper after a tracer's
+    // death) sends the call's return to rt_sigreturn and the frame.
+    process.journal().note(c.slot, std::as_bytes(std::span(&sigreturn.value, 1)),
+                           std::as_bytes(std::span(&call_marker.value, 1)), change_kind::injected);
+    if (!process.memory().write(c.slot, c.frame)) {
+        process.journal().forget(c.slot);
+        throw error::target(fmt::format("cannot write the call's frame on thread {}'s stack", tid.value));
+    }
+}
+
 }  // namespace
 
 hijacked_thread::hijacked_thread(traced_process& process, tid_t tid, target_addr sigreturn)
@@ -56,46 +111,18 @@ std::optional<std::uint64_t> hijacked_thread::call(target_addr function, std::sp
 {
     if (args.size() > 6)
         throw std::logic_error("a remote call takes at most six arguments");
-    user_regs_struct r = saved_.general().raw();
-    // 16-byte aligned at the call, then the return address pushed: the
-    // callee sees rsp ≡ 8 (mod 16), as after a `call`.
-    std::uint64_t sp = ((r.rsp - red_zone_bytes) & ~std::uint64_t{15}) - 8;
-    std::vector<std::byte> frame;
-    if (!sigreturn_.is_null()) {
-        auto layout = layout_return_frame(r.rsp, return_frame_fp_bytes(saved_));
-        frame = build_return_frame(saved_, layout, call_marker.value);
-        sp = layout.slot;
-    }
-    unsigned long long* arg_regs[] = {&r.rdi, &r.rsi, &r.rdx, &r.rcx, &r.r8, &r.r9};
-    for (std::size_t i = 0; i < args.size(); ++i)
-        *arg_regs[i] = args[i];
-    r.rip = function.value;
-    r.rsp = sp;
-    r.rax = 0;           // no vector registers used by a variadic callee
-    r.orig_rax = ~0ull;  // -1: the kernel must not restart a system call at this pc
-    const target_addr slot{sp};
-    if (frame.empty()) {
-        if (!process_.journal().write_value(slot, call_marker.value, change_kind::injected))
-            throw error::target(fmt::format("cannot write the return address on thread {}'s stack", tid_.value));
-    } else {
-        // Journaled first, with the way back as the slot's original: any
-        // restore of it (a time limit, the journal's keeper after a tracer's
-        // death) sends the call's return to rt_sigreturn and the frame.
-        process_.journal().note(slot, std::as_bytes(std::span(&sigreturn_.value, 1)),
-                                std::as_bytes(std::span(&call_marker.value, 1)), change_kind::injected);
-        if (!process_.memory().write(slot, frame)) {
-            process_.journal().forget(slot);
-            throw error::target(fmt::format("cannot write the call's frame on thread {}'s stack", tid_.value));
-        }
-    }
-    registers regs = registers::from_raw(r);
+    const call_setup setup = set_up_call(saved_, sigreturn_, function, args);
+    const target_addr slot = setup.slot;
+    const bool with_frame = !setup.frame.empty();
+    write_return_slot(process_, tid_, sigreturn_, setup);
+    registers regs = registers::from_raw(setup.regs);
     process_.set_call_marker(call_marker);
     if (!regs.write(tid_))
         return std::nullopt;
     process_.resume(tid_);
     bool returned = wait_for_call_return(process_, tid_, seconds_since_start() + timeout_ms / 1000.0, others);
     const bool there = process_.is_alive() && process_.find(tid_) != nullptr;
-    if (!returned && there && !frame.empty())
+    if (!returned && there && with_frame)
         returned = take_back(slot, others);
     if (!returned) {
         // Still inside the call (or gone): without a frame, its return slot
@@ -109,7 +136,7 @@ std::optional<std::uint64_t> hijacked_thread::call(target_addr function, std::sp
     if (!after)
         return std::nullopt;
     const std::uint64_t rax = after->raw().rax;
-    if (!frame.empty())
+    if (with_frame)
         park_on_frame(slot);
     return rax;
 }

@@ -50,37 +50,24 @@ constexpr long erestart_restartblock = 516;
 
 std::uint64_t align_down(std::uint64_t v, std::uint64_t a) { return v & ~(a - 1); }
 
-}  // namespace
-
-std::size_t return_frame_fp_bytes(const thread_state& s)
+/// `s`'s general registers as the thread is to resume: a system call it
+/// was stopped in set up to run again, as the kernel does for a stopped
+/// task resumed without a handler to run (arch/x86/kernel/signal.c,
+/// arch_do_signal_or_restart); rt_sigreturn itself restarts nothing.
+user_regs_struct registers_to_resume(const thread_state& s)
 {
-    return s.xstate().empty() ? fxsave_bytes : s.xstate().size() + sizeof fp_xstate_magic2;
-}
-
-return_frame_layout layout_return_frame(std::uint64_t sp, std::size_t fp_bytes)
-{
-    return_frame_layout l;
-    const std::uint64_t top = align_down(sp - red_zone_bytes, 64);
-    l.fpstate = align_down(top - fp_bytes, 64);
-    l.slot = align_down(l.fpstate - sigframe_bytes, 16) - 8;
-    l.size = static_cast<std::size_t>(l.fpstate + fp_bytes - l.slot);
-    return l;
-}
-
-std::vector<std::byte> build_return_frame(const thread_state& s, const return_frame_layout& layout,
-                                          std::uint64_t return_address)
-{
-    std::vector<std::byte> frame(layout.size);
-    auto put = [&](std::size_t at, const void* p, std::size_t n) { std::memcpy(frame.data() + at, p, n); };
-    put(0, &return_address, sizeof return_address);
-
     user_regs_struct r = s.general().raw();
     if (s.in_restartable_syscall()) {
-        // What the kernel does for a stopped task resumed without a handler
-        // to run (arch/x86/kernel/signal.c, arch_do_signal_or_restart).
         r.rax = static_cast<long>(r.rax) == -erestart_restartblock ? SYS_restart_syscall : r.orig_rax;
         r.rip -= 2;
     }
+    return r;
+}
+
+/// The ucontext of the frame: registers, signal mask, FP area pointer.
+ucontext_t frame_context(const thread_state& s, const return_frame_layout& layout)
+{
+    const user_regs_struct r = registers_to_resume(s);
     ucontext_t uc{};
     uc.uc_flags = uc_sigcontext_ss | uc_strict_restore_ss | (s.xstate().empty() ? 0 : uc_fp_xstate);
     uc.uc_stack.ss_flags = altstack_unchanged;
@@ -111,12 +98,18 @@ std::vector<std::byte> build_return_frame(const thread_state& s, const return_fr
     uc.uc_mcontext.fpregs = reinterpret_cast<fpregset_t>(layout.fpstate);
     const std::uint64_t mask = s.signal_mask();
     std::memcpy(&uc.uc_sigmask, &mask, sizeof mask);
-    put(8, &uc, ucontext_bytes);
+    return uc;
+}
 
-    const std::size_t fp_at = static_cast<std::size_t>(layout.fpstate - layout.slot);
+/// Writes `s`'s FP area at `fp_at` in `frame`: the FXSAVE image, or the
+/// XSAVE area described in its sw_reserved bytes and closed by
+/// FP_XSTATE_MAGIC2.
+void put_fp_area(std::vector<std::byte>& frame, std::size_t fp_at, const thread_state& s)
+{
+    auto put = [&](std::size_t at, const void* p, std::size_t n) { std::memcpy(frame.data() + at, p, n); };
     if (s.xstate().empty()) {
         put(fp_at, &s.fpregs(), fxsave_bytes);
-        return frame;
+        return;
     }
     const auto xs = s.xstate();
     put(fp_at, xs.data(), xs.size());
@@ -143,6 +136,34 @@ std::vector<std::byte> build_return_frame(const thread_state& s, const return_fr
     std::memcpy(&xstate_size, frame.data() + fp_at + sw_reserved_at + 16, sizeof xstate_size);
     xstate_size = std::min<std::uint32_t>(xstate_size, static_cast<std::uint32_t>(xs.size()));
     put(fp_at + xstate_size, &fp_xstate_magic2, sizeof fp_xstate_magic2);
+}
+
+}  // namespace
+
+std::size_t return_frame_fp_bytes(const thread_state& s)
+{
+    return s.xstate().empty() ? fxsave_bytes : s.xstate().size() + sizeof fp_xstate_magic2;
+}
+
+return_frame_layout layout_return_frame(std::uint64_t sp, std::size_t fp_bytes)
+{
+    return_frame_layout l;
+    const std::uint64_t top = align_down(sp - red_zone_bytes, 64);
+    l.fpstate = align_down(top - fp_bytes, 64);
+    l.slot = align_down(l.fpstate - sigframe_bytes, 16) - 8;
+    l.size = static_cast<std::size_t>(l.fpstate + fp_bytes - l.slot);
+    return l;
+}
+
+std::vector<std::byte> build_return_frame(const thread_state& s, const return_frame_layout& layout,
+                                          std::uint64_t return_address)
+{
+    std::vector<std::byte> frame(layout.size);
+    std::memcpy(frame.data(), &return_address, sizeof return_address);
+    const ucontext_t uc = frame_context(s, layout);
+    std::memcpy(frame.data() + 8, &uc, ucontext_bytes);
+    const std::size_t fp_at = static_cast<std::size_t>(layout.fpstate - layout.slot);
+    put_fp_area(frame, fp_at, s);
     return frame;
 }
 

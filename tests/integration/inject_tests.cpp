@@ -6,18 +6,22 @@
 // tdctl attaches and loads are each delivered once; SIGTERM to tdctl at
 // any moment leaves the target untraced, with no fd or page of the load
 // left; seccomp, static and musl targets are refused with the reason and
-// left unchanged.
+// left unchanged. The agent is loaded from its own file, which the fixture
+// sees, and so named in the fixture's link map as the fixture itself reads
+// it (dl_iterate_phdr).
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <sstream>
 #include <csignal>
 #include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -64,14 +68,29 @@ child_process start_target(const std::vector<std::string>& args = {})
     return target;
 }
 
-/// Mappings of the agent's memfd in the target.
+/// Mappings of the agent in the target (from its file, or from a memfd).
 int agent_mappings(pid_t pid)
 {
     int n = 0;
     for (const auto& m : proc_maps(pid))
-        if (m.path.find("memfd:libtdagent.so") != std::string::npos)
+        if (m.path.find("libtdagent.so") != std::string::npos)
             ++n;
     return n;
+}
+
+/// The agent library of this build.
+std::string agent_library() { return fixture_path("../../agent/libtdagent.so"); }
+
+/// The fixture's own view of its link map: each module's name.
+std::vector<std::string> module_names(child_process& target)
+{
+    std::string line = target.ask("modules", 10000ms);
+    REQUIRE_MESSAGE(line.starts_with("modules "), line);
+    std::vector<std::string> names;
+    std::stringstream all(line.substr(8));
+    for (std::string name; std::getline(all, name, '|');)
+        names.push_back(name);
+    return names;
 }
 
 /// Open descriptors of the target that name a memfd (the load must close its own).
@@ -144,6 +163,57 @@ TEST_CASE("20 attaches with --agent: loaded by the first, reused by the rest; no
     fixture_check after = check(target);
     CHECK(after.avx_passes > before.avx_passes);  // the AVX thread ran through the rounds
     MESSAGE("epoll_wait EINTRs over 20 attaches (1 load): " << after.epoll_eintr - before.epoll_eintr);
+}
+
+TEST_CASE("the agent is loaded from its own file, which the target sees: named and mapped by that path")
+{
+    require_attach();
+    child_process target = start_target();
+    const pid_t pid = target.pid();
+    tdctl_run run = run_tdctl({"--json", "-p", std::to_string(pid), "--agent", "--batch", "-e", "detach"}, 60000ms);
+    REQUIRE_MESSAGE(run.result.status.is_success(), run.describe());
+    const std::string path = std::filesystem::canonical(agent_library()).string();
+    auto agent = run.of_type("agent");
+    REQUIRE(agent.size() == 1);
+    CHECK(agent[0].value("action", "") == "loaded");
+    CHECK(agent[0].value("link_map_name", "") == path);
+    require_untraced(pid);
+    auto names = module_names(target);
+    CHECK(std::count(names.begin(), names.end(), path) == 1);
+    for (const auto& name : names)
+        CHECK_MESSAGE(!name.starts_with("/proc/self/fd/"), name);
+    int from_file = 0;
+    for (const auto& m : proc_maps(pid))
+        from_file += m.path == path;
+    CHECK(from_file >= 2);
+    CHECK(agent_mappings(pid) == from_file);   // nothing mapped from the memfd
+    CHECK(memfd_descriptors(pid) == 0);
+    CHECK(check(target).eintr == 0);
+}
+
+TEST_CASE("agent_path_in_target: the agent's canonical path when the process sees that very file there")
+{
+    using tdctl::core::agent_path_in_target;
+    const pid_t self = ::getpid();
+    auto agent = tdctl::core::agent_file::read(agent_library());
+    const std::string canonical = std::filesystem::canonical(agent_library()).string();
+    CHECK(agent_path_in_target(self, agent) == canonical);
+    // Read through a symlink: the file's own path.
+    temp_directory dir("tdctl-agent-path");
+    const std::string link = dir.path() + "/link.so";
+    std::filesystem::create_symlink(canonical, link);
+    CHECK(agent_path_in_target(self, tdctl::core::agent_file::read(link)) == canonical);
+    // A copy (another inode): its own path; the copy replaced after it was read: nothing.
+    const std::string copy = dir.path() + "/libtdagent.so";
+    std::filesystem::copy_file(canonical, copy);
+    auto copied = tdctl::core::agent_file::read(copy);
+    CHECK(agent_path_in_target(self, copied) == std::filesystem::canonical(copy).string());
+    std::filesystem::rename(copy, copy + ".old");   // kept: its inode cannot be reused
+    std::filesystem::copy_file(canonical, copy);
+    CHECK(agent_path_in_target(self, copied) == std::nullopt);
+    // Another process that sees the same files.
+    child_process target = start_target();
+    CHECK(agent_path_in_target(target.pid(), agent) == canonical);
 }
 
 TEST_CASE("fresh targets: each injection leaves every thread as it was")
