@@ -1,9 +1,11 @@
 // Names as a user reads them. Plain C symbols are no C++ names: the c_names
 // fixture's start routines `f`, `i`, `v` and its lock array `m` were shown
 // as "float", "int", "void" and "unsigned long" (the demangler read them as
-// type codes).
+// type codes). A library whose file is named "evil (deleted)" (a copy of
+// libfx_plugin.so, loaded by plugin_host) was shown as "evil".
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -147,4 +149,28 @@ TEST_CASE("locks names the two mutexes of `static pthread_mutex_t m[2]` m and m+
         CAPTURE(address);
         CHECK(got[address] == name);
     }
+}
+
+TEST_CASE("a library whose file name ends in \" (deleted)\" keeps its whole name")
+{
+    require_ptrace();
+    temp_directory dir("tdctl-names");
+    const std::string evil = dir.path() + "/evil (deleted)";
+    std::filesystem::copy_file(fixture_path("libfx_plugin.so"), evil);
+    auto run = run_tdctl({"--json", "--", fixture_path("plugin_host"), evil, "2"}, 60s);
+    INFO(run.describe());
+    REQUIRE(run.result.status.exit_code() == 0);
+    auto creates = run.events("TD_CREATE");
+    REQUIRE(creates.size() == 2);
+    for (const auto& e : creates)
+        CHECK(e["startsym"] == "fx_plugin_worker");
+    int summarized = 0;
+    for (const auto& r : run.of_type("summary_lifetime")) {
+        INFO(r.dump());
+        if (r.value("symbol", "") != "fx_plugin_worker")
+            continue;
+        CHECK(r.value("module", "") == "evil (deleted)");
+        ++summarized;
+    }
+    CHECK(summarized >= 1);
 }
