@@ -114,6 +114,7 @@ struct task_files::parallel_pass {
         }
     }
 
+    /// Reads task i's files into `got` and, when all came, passes them to `use`.
     outcome read_task(std::size_t i, std::vector<std::optional<std::string>>& got)
     {
         if (fds[i] == nullptr)
