@@ -4,11 +4,26 @@
 #include <array>
 #include <cstring>
 #include <unordered_set>
+#include <utility>
 
 
 namespace tdctl::core {
 
 namespace {
+
+constexpr std::uint64_t zero_word = 0;
+constexpr std::uint64_t one_word = 1;
+
+// The low `bytes` bytes of a variable read into or written from (little-endian).
+std::span<std::byte> low_bytes(std::uint64_t& v, std::uint32_t bytes)
+{
+    return std::as_writable_bytes(std::span(&v, 1)).first(bytes);
+}
+
+std::span<const std::byte> low_bytes(const std::uint64_t& v, std::uint32_t bytes)
+{
+    return std::as_bytes(std::span(&v, 1)).first(bytes);
+}
 
 bool read_mask(target_memory& mem, target_addr addr, td_thr_events_t& out)
 {
@@ -251,49 +266,112 @@ void event_protocol::finish_extras(target_addr handle, const consume_extras& ext
     }
 }
 
+// What consume() reads in its one call: the span from eventnum to eventdata
+// (with whatever padding lies between, written back unchanged), the link,
+// the list head; the start routine when asked; for a flag change the
+// record's tid (its guard) and flag. Sizes are bytes, 0 for what is not read.
+struct event_protocol::record_snapshot {
+    target_addr handle;
+    std::uint32_t lo = 0, hi = 0;  ///< the span, as offsets in the record
+    std::uint32_t next_bytes = 0, start_bytes = 0, tid_bytes = 0, flag_bytes = 0;
+    bool flag_change = false;
+    target_addr tid_at, flag_at;
+
+    std::array<std::byte, 32> span{};
+    std::uint64_t next = 0, head = 0, start = 0, tid = 0;
+    std::array<std::byte, 8> flag_now{};
+
+    std::size_t fixed_bytes() const { return (hi - lo) + 2 * next_bytes + start_bytes + tid_bytes + flag_bytes; }
+};
+
+// The writes of one consume(), made with one call.
+struct event_protocol::write_batch {
+    std::array<std::pair<target_addr, std::span<const std::byte>>, 4> ranges;
+    std::size_t count = 0;
+
+    void add(target_addr at, std::span<const std::byte> bytes) { ranges[count++] = {at, bytes}; }
+    std::span<const std::pair<target_addr, std::span<const std::byte>>> view() const { return {ranges.data(), count}; }
+};
+
+// What consume() does to the record's enable flag, decided before its write.
+struct event_protocol::flag_write {
+    bool tid_matches = false;         ///< the record's tid is extras.record_tid
+    bool settle_after = false;        ///< put_back: the journal's entry is settled once written
+    std::vector<std::byte> original;  ///< put_back: the bytes written back
+};
+
 td_result<event_buffer> event_protocol::consume(target_addr handle, bool with_start_routine,
                                                 const consume_extras& extras)
 {
-    const db_field& num = layout_.eventnum;
-    const db_field& data = layout_.eventdata;
-    const std::uint32_t next_bytes = layout_.nextevent.element_bytes();
-    std::uint32_t lo = std::min(num.offset, data.offset);
-    std::uint32_t hi = std::max(num.offset + num.element_bytes(), data.offset + data.element_bytes());
-    const bool flag_change = extras.flag != consume_extras::flag_change::keep;
-    const std::uint32_t tid_bytes = flag_change ? layout_.tid.element_bytes() : 0;
-    const std::uint32_t flag_bytes = flag_change ? layout_.report_events.element_bytes() : 0;
-    if (hi - lo > 32 || num.element_bytes() > 8 || data.element_bytes() > 8 || next_bytes == 0 || next_bytes > 8 ||
-        extras.reads.size() > 2 || (flag_change && (tid_bytes == 0 || tid_bytes > 8 || flag_bytes == 0 || flag_bytes > 8))) {
+    record_snapshot s;
+    if (!fits_one_read(handle, with_start_routine, extras, s)) {
         auto b = consume_field_by_field(handle, with_start_routine);
         if (b)
             finish_extras(handle, extras, *b);
         return b;
     }
-    // The span from eventnum to eventdata (with whatever padding lies
-    // between, written back unchanged), the link, and the list head; for a
-    // flag change the record's tid (its guard) and flag; then the extras.
-    std::array<std::byte, 32> span{};
-    std::uint64_t next = 0, head = 0, start = 0, tid = 0;
-    std::array<std::byte, 8> flag_now{};
+    event_buffer b;
+    if (!read_snapshot(s, extras, b))
+        return td_fail(TD_DBERR);
+    decode_buffer(s, b);
+
+    // The writes, in this order, with one call where the memory allows:
+    // the emptied buffer; then, at the head (the usual case when every
+    // message is drained at its stop), the head taken off and its link
+    // cleared; then the flag. Elsewhere on the list, unlink() walks it.
+    write_batch writes;
+    const bool at_head = queue_buffer_writes(s, b, writes);
+    flag_write flag;
+    queue_flag_write(s, extras, writes, flag);
+    if (writes.count != 0 && !target_.memory().write_many(writes.view()))
+        return td_fail(TD_DBERR);
+    if (flag.settle_after)
+        journal_->settle(s.flag_at, false);
+    b.flag_changed = flag.tid_matches && (extras.flag == consume_extras::flag_change::enable || flag.settle_after);
+    if (!at_head && (s.head != 0 || s.next != 0))
+        if (auto r = unlink(handle); !r)
+            return td_fail(r.error());
+    return b;
+}
+
+bool event_protocol::fits_one_read(target_addr handle, bool with_start_routine, const consume_extras& extras,
+                                   record_snapshot& s) const
+{
+    const db_field& num = layout_.eventnum;
+    const db_field& data = layout_.eventdata;
+    s.handle = handle;
+    s.next_bytes = layout_.nextevent.element_bytes();
+    s.lo = std::min(num.offset, data.offset);
+    s.hi = std::max(num.offset + num.element_bytes(), data.offset + data.element_bytes());
+    s.flag_change = extras.flag != consume_extras::flag_change::keep;
+    s.tid_bytes = s.flag_change ? layout_.tid.element_bytes() : 0;
+    s.flag_bytes = s.flag_change ? layout_.report_events.element_bytes() : 0;
+    if (s.hi - s.lo > 32 || num.element_bytes() > 8 || data.element_bytes() > 8 || s.next_bytes == 0 ||
+        s.next_bytes > 8 || extras.reads.size() > 2 ||
+        (s.flag_change && (s.tid_bytes == 0 || s.tid_bytes > 8 || s.flag_bytes == 0 || s.flag_bytes > 8)))
+        return false;
     const db_field& routine = layout_.start_routine;
-    const std::uint32_t start_bytes =
+    s.start_bytes =
         with_start_routine && routine.is_valid() && routine.element_bytes() <= 8 ? routine.element_bytes() : 0;
-    const target_addr tid_at = handle + layout_.tid.offset;
-    const target_addr flag_at = handle + layout_.report_events.offset;
+    s.tid_at = handle + layout_.tid.offset;
+    s.flag_at = handle + layout_.report_events.offset;
+    return true;
+}
+
+bool event_protocol::read_snapshot(record_snapshot& s, const consume_extras& extras, event_buffer& b)
+{
     std::array<std::pair<target_addr, std::span<std::byte>>, 8> ranges{};
     std::size_t nranges = 0;
-    ranges[nranges++] = {handle + lo, std::span(span.data(), hi - lo)};
-    ranges[nranges++] = {handle + layout_.nextevent.offset,
-                         std::as_writable_bytes(std::span(&next, 1)).first(next_bytes)};
-    ranges[nranges++] = {layout_.last_event, std::as_writable_bytes(std::span(&head, 1)).first(next_bytes)};
-    if (start_bytes != 0)
-        ranges[nranges++] = {handle + routine.offset, std::as_writable_bytes(std::span(&start, 1)).first(start_bytes)};
-    if (flag_change) {
-        ranges[nranges++] = {tid_at, std::as_writable_bytes(std::span(&tid, 1)).first(tid_bytes)};
-        ranges[nranges++] = {flag_at, std::span(flag_now.data(), flag_bytes)};
+    ranges[nranges++] = {s.handle + s.lo, std::span(s.span.data(), s.hi - s.lo)};
+    ranges[nranges++] = {s.handle + layout_.nextevent.offset, low_bytes(s.next, s.next_bytes)};
+    ranges[nranges++] = {layout_.last_event, low_bytes(s.head, s.next_bytes)};
+    if (s.start_bytes != 0)
+        ranges[nranges++] = {s.handle + layout_.start_routine.offset, low_bytes(s.start, s.start_bytes)};
+    if (s.flag_change) {
+        ranges[nranges++] = {s.tid_at, low_bytes(s.tid, s.tid_bytes)};
+        ranges[nranges++] = {s.flag_at, std::span(s.flag_now.data(), s.flag_bytes)};
     }
     const std::size_t nfixed = nranges;
-    const std::size_t fixed_want = (hi - lo) + 2 * next_bytes + start_bytes + tid_bytes + flag_bytes;
     std::size_t extra_want = 0;
     for (const auto& r : extras.reads) {
         ranges[nranges++] = r;
@@ -301,74 +379,71 @@ td_result<event_buffer> event_protocol::consume(target_addr handle, bool with_st
     }
     // One process_vm_readv for all of it; the extras (a stack window) may
     // run into unmapped memory, then the record's part is read again alone.
-    event_buffer b;
-    std::size_t got = target_.memory().read_many(std::span(ranges.data(), nranges));
-    b.extras_read = extra_want != 0 && got == fixed_want + extra_want;
-    if (got != fixed_want + extra_want && target_.memory().read_many(std::span(ranges.data(), nfixed)) != fixed_want)
-        return td_fail(TD_DBERR);
-    std::uint64_t v = 0;
-    std::memcpy(&v, span.data() + (num.offset - lo), num.element_bytes());
-    b.eventnum = static_cast<td_event_e>(static_cast<std::uint32_t>(v));
-    std::memcpy(&b.eventdata, span.data() + (data.offset - lo), data.element_bytes());
-    b.nextevent = target_addr{next};
-    b.start_routine = target_addr{start};
+    const std::size_t want = s.fixed_bytes() + extra_want;
+    const std::size_t got = target_.memory().read_many(std::span(ranges.data(), nranges));
+    b.extras_read = extra_want != 0 && got == want;
+    return got == want || target_.memory().read_many(std::span(ranges.data(), nfixed)) == s.fixed_bytes();
+}
 
-    // The writes, in this order, with one call where the memory allows:
-    // the emptied buffer; then, at the head (the usual case when every
-    // message is drained at its stop), the head taken off and its link
-    // cleared; then the flag. Elsewhere on the list, unlink() walks it.
-    std::array<std::pair<target_addr, std::span<const std::byte>>, 4> writes;
-    std::size_t nwrites = 0;
+void event_protocol::decode_buffer(const record_snapshot& s, event_buffer& b) const
+{
+    std::uint64_t v = 0;
+    std::memcpy(&v, s.span.data() + (layout_.eventnum.offset - s.lo), layout_.eventnum.element_bytes());
+    b.eventnum = static_cast<td_event_e>(static_cast<std::uint32_t>(v));
+    std::memcpy(&b.eventdata, s.span.data() + (layout_.eventdata.offset - s.lo), layout_.eventdata.element_bytes());
+    b.nextevent = target_addr{s.next};
+    b.start_routine = target_addr{s.start};
+}
+
+bool event_protocol::queue_buffer_writes(record_snapshot& s, const event_buffer& b, write_batch& writes) const
+{
     if (!b.is_empty() || b.eventdata != 0) {
-        std::memset(span.data() + (num.offset - lo), 0, num.element_bytes());
-        std::memset(span.data() + (data.offset - lo), 0, data.element_bytes());
-        writes[nwrites++] = {handle + lo, std::span<const std::byte>(span.data(), hi - lo)};
+        std::memset(s.span.data() + (layout_.eventnum.offset - s.lo), 0, layout_.eventnum.element_bytes());
+        std::memset(s.span.data() + (layout_.eventdata.offset - s.lo), 0, layout_.eventdata.element_bytes());
+        writes.add(s.handle + s.lo, std::span<const std::byte>(s.span.data(), s.hi - s.lo));
     }
-    const bool at_head = head == handle.value && next != handle.value;
-    static constexpr std::uint64_t zero = 0;
+    const bool at_head = s.head == s.handle.value && s.next != s.handle.value;
     if (at_head) {
-        writes[nwrites++] = {layout_.last_event, std::as_bytes(std::span(&next, 1)).first(next_bytes)};
-        if (next != 0)
-            writes[nwrites++] = {handle + layout_.nextevent.offset,
-                                 std::as_bytes(std::span(&zero, 1)).first(next_bytes)};
+        writes.add(layout_.last_event, low_bytes(std::as_const(s.next), s.next_bytes));
+        if (s.next != 0)
+            writes.add(s.handle + layout_.nextevent.offset, low_bytes(zero_word, s.next_bytes));
     }
-    const bool tid_matches =
-        flag_change && static_cast<std::int32_t>(static_cast<std::uint32_t>(tid)) == extras.record_tid;
-    static constexpr std::uint64_t one = 1;
-    std::vector<std::byte> original;
-    bool settle_after = false;
-    if (tid_matches && extras.flag == consume_extras::flag_change::enable) {
+    return at_head;
+}
+
+void event_protocol::queue_flag_write(const record_snapshot& s, const consume_extras& extras, write_batch& writes,
+                                      flag_write& flag)
+{
+    flag.tid_matches =
+        s.flag_change && static_cast<std::int32_t>(static_cast<std::uint32_t>(s.tid)) == extras.record_tid;
+    if (!flag.tid_matches)
+        return;
+    const auto flag_now = std::span<const std::byte>(s.flag_now.data(), s.flag_bytes);
+    if (extras.flag == consume_extras::flag_change::enable) {
         // Journaled before it is written; a record reused from an ended
         // thread starts a new change whose original is the record's own.
-        auto on = std::as_bytes(std::span(&one, 1)).first(flag_bytes);
+        auto on = low_bytes(one_word, s.flag_bytes);
         if (journal_ != nullptr) {
-            journal_->settle(flag_at, false);
-            journal_->note(flag_at, std::span(flag_now.data(), flag_bytes), on, change_kind::thread_enable,
-                           change_guard::on(tid_at, extras.record_tid));
+            journal_->settle(s.flag_at, false);
+            journal_->note(s.flag_at, flag_now, on, change_kind::thread_enable,
+                           change_guard::on(s.tid_at, extras.record_tid));
         }
-        writes[nwrites++] = {flag_at, on};
-    } else if (tid_matches && journal_ != nullptr && journal_->is_active(flag_at)) {
-        // put_back: only with the guard the journal holds for the entry.
-        auto guard = journal_->guard_of(flag_at);
-        if (!guard || (guard->address == tid_at && guard->length == tid_bytes)) {
-            std::span<const std::byte> guard_now;
-            if (guard)
-                guard_now = std::as_bytes(std::span(&tid, 1)).first(tid_bytes);
-            original = journal_->put_back_bytes(flag_at, std::span(flag_now.data(), flag_bytes), guard_now);
-            if (!original.empty())
-                writes[nwrites++] = {flag_at, std::span<const std::byte>(original)};
-            settle_after = true;
-        }
+        writes.add(s.flag_at, on);
+        return;
     }
-    if (nwrites != 0 && !target_.memory().write_many(std::span(writes.data(), nwrites)))
-        return td_fail(TD_DBERR);
-    if (settle_after)
-        journal_->settle(flag_at, false);
-    b.flag_changed = tid_matches && (extras.flag == consume_extras::flag_change::enable || settle_after);
-    if (!at_head && (head != 0 || next != 0))
-        if (auto r = unlink(handle); !r)
-            return td_fail(r.error());
-    return b;
+    if (journal_ == nullptr || !journal_->is_active(s.flag_at))
+        return;
+    // put_back: only with the guard the journal holds for the entry.
+    auto guard = journal_->guard_of(s.flag_at);
+    if (guard && (guard->address != s.tid_at || guard->length != s.tid_bytes))
+        return;
+    std::span<const std::byte> guard_now;
+    if (guard)
+        guard_now = low_bytes(s.tid, s.tid_bytes);
+    flag.original = journal_->put_back_bytes(s.flag_at, flag_now, guard_now);
+    if (!flag.original.empty())
+        writes.add(s.flag_at, std::span<const std::byte>(flag.original));
+    flag.settle_after = true;
 }
 
 td_status event_protocol::unlink(target_addr handle)

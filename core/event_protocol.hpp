@@ -192,6 +192,25 @@ public:
     td_result<int> read_nthreads();
 
 private:
+    struct record_snapshot;
+    struct write_batch;
+    struct flag_write;
+    /// Sizes what consume() reads into `s`; false when the layout's buffer
+    /// or the extras do not fit one read (the field-by-field path).
+    bool fits_one_read(target_addr handle, bool with_start_routine, const consume_extras& extras,
+                       record_snapshot& s) const;
+    /// consume()'s one read: the snapshot and the extras (extras_read set in
+    /// `b`); false when the snapshot's part could not be read whole.
+    bool read_snapshot(record_snapshot& s, const consume_extras& extras, event_buffer& b);
+    /// The buffer's fields, link and start routine as the snapshot holds them.
+    void decode_buffer(const record_snapshot& s, event_buffer& b) const;
+    /// Queues the emptied buffer and, when the record heads the list, its
+    /// removal; true when it heads it.
+    bool queue_buffer_writes(record_snapshot& s, const event_buffer& b, write_batch& writes) const;
+    /// Queues the flag change extras ask for (journaled first), when the
+    /// record's tid still names the thread.
+    void queue_flag_write(const record_snapshot& s, const consume_extras& extras, write_batch& writes,
+                          flag_write& flag);
     /// consume() for a layout whose buffer fields do not fit its one read.
     td_result<event_buffer> consume_field_by_field(target_addr handle, bool with_start_routine);
     /// consume_extras done with calls of their own (the field-by-field path).

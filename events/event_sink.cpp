@@ -183,73 +183,107 @@ json_record event_to_json(const event_message& msg) {
     return record;
 }
 
-std::string event_json_line(const event_message& msg, int pid) {
-    std::string out;
-    out.reserve(256);
-    auto key = [&](const char* name) {
-        out += out.size() <= 1 ? "\"" : ",\"";
-        out += name;
-        out += "\":";
-    };
-    auto hex = [&](std::uint64_t v) { fmt::format_to(std::back_inserter(out), "\"{:#x}\"", v); };
-    out += '{';
-    key("type");
-    out += "\"event\"";
-    key("event");
-    append_json_string(out, event_name(msg.event));
-    key("tid");
-    fmt::format_to(std::back_inserter(out), "{}", msg.tid.value);
-    if (msg.ns_tid) {
-        key("ns_tid");
-        fmt::format_to(std::back_inserter(out), "{}", *msg.ns_tid);
+namespace {
+
+// One JSON object written straight into a line, members in call order: the
+// text json_line() would give for the same members, with no tree built.
+class json_object_line {
+public:
+    json_object_line() {
+        out_.reserve(256);
+        out_ += '{';
     }
-    key("name");
-    append_json_string(out, msg.name);
-    key("handle");
-    hex(msg.handle.value);
-    key("data");
-    hex(msg.data);
-    key("reporter");
-    fmt::format_to(std::back_inserter(out), "{}", msg.reporter.value);
-    key("time");
+    void key(const char* name) {
+        out_ += out_.size() <= 1 ? "\"" : ",\"";
+        out_ += name;
+        out_ += "\":";
+    }
+    template <typename T>
+    void number(T v) { fmt::format_to(std::back_inserter(out_), "{}", v); }
+    void hex(std::uint64_t v) { fmt::format_to(std::back_inserter(out_), "\"{:#x}\"", v); }
+    void string(const std::string& text) { append_json_string(out_, text); }
+    void value(const json_record& v) { append_json_value(out_, v); }
+    void null() { out_ += "null"; }
+    /// The object closed, with its newline.
+    std::string finish() && {
+        out_ += "}\n";
+        return std::move(out_);
+    }
+
+private:
+    std::string out_;
+};
+
+// The members every event line has, in event_to_json()'s order.
+void append_identity(json_object_line& line, const event_message& msg) {
+    line.key("type");
+    line.string("event");
+    line.key("event");
+    line.string(event_name(msg.event));
+    line.key("tid");
+    line.number(msg.tid.value);
+    if (msg.ns_tid) {
+        line.key("ns_tid");
+        line.number(*msg.ns_tid);
+    }
+    line.key("name");
+    line.string(msg.name);
+    line.key("handle");
+    line.hex(msg.handle.value);
+    line.key("data");
+    line.hex(msg.data);
+    line.key("reporter");
+    line.number(msg.reporter.value);
+    line.key("time");
     if (double t = json_seconds(msg.time); std::isfinite(t))
-        fmt::format_to(std::back_inserter(out), "{}", t);
+        line.number(t);
     else
-        out += "null";
+        line.null();
+}
+
+// The members a line has only when the message carries them.
+void append_when_set(json_object_line& line, const event_message& msg) {
     if (!msg.origin.empty()) {
-        key("origin");
-        append_json_string(out, msg.origin);
+        line.key("origin");
+        line.string(msg.origin);
     }
     if (!msg.start_routine.is_null()) {
-        key("startfunc");
-        hex(msg.start_routine.value);
-        key("startsym");
+        line.key("startfunc");
+        line.hex(msg.start_routine.value);
+        line.key("startsym");
         if (msg.start_symbol.empty())
-            out += "null";
+            line.null();
         else
-            append_json_string(out, msg.start_symbol);
+            line.string(msg.start_symbol);
     }
     if (msg.lifetime_ns) {
-        key("lifetime_ns");
-        fmt::format_to(std::back_inserter(out), "{}", *msg.lifetime_ns);
+        line.key("lifetime_ns");
+        line.number(*msg.lifetime_ns);
     }
     if (!msg.frames.empty()) {
-        key("frames");
+        line.key("frames");
         json_record list = json_record::array();
         for (const auto& f : msg.frames) list.push_back(frame_to_json(f));
-        append_json_value(out, list);
+        line.value(list);
     }
     if (!msg.call_site.is_null()) {
-        key("call_site");
-        hex(msg.call_site.value);
+        line.key("call_site");
+        line.hex(msg.call_site.value);
     }
-    key("pid");
+}
+
+}  // namespace
+
+std::string event_json_line(const event_message& msg, int pid) {
+    json_object_line line;
+    append_identity(line, msg);
+    append_when_set(line, msg);
+    line.key("pid");
     if (pid != 0)
-        fmt::format_to(std::back_inserter(out), "{}", pid);
+        line.number(pid);
     else
-        out += "null";
-    out += "}\n";
-    return out;
+        line.null();
+    return std::move(line).finish();
 }
 
 std::unique_ptr<event_sink> make_text_sink(std::FILE* out, bool flush_each_line) {

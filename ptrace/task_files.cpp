@@ -84,100 +84,130 @@ unsigned task_files::reader_count()
     return static_cast<unsigned>(std::clamp(CPU_COUNT(&set), 1, 4));
 }
 
-void task_files::read_each(const std::vector<tid_t>& tids, std::span<const file> which,
-                           const std::function<void(std::size_t, texts)>& use, std::size_t parallel_from)
-{
-    const std::size_t n = tids.size();
-    const std::size_t k = which.size();
-    const unsigned workers = n >= parallel_from ? std::min<unsigned>(reader_count(), static_cast<unsigned>(n)) : 1;
-    if (workers <= 1 || k == 0) {
-        std::vector<std::optional<std::string>> got(k);
-        for (std::size_t i = 0; i < n; ++i) {
-            for (std::size_t j = 0; j < k; ++j)
-                got[j] = read(tids[i], which[j]);
-            use(i, got);
-        }
-        return;
-    }
+// The pass the reader threads share: tasks handed out in chunks, each one's
+// outcome written only by the thread that took it.
+struct task_files::parallel_pass {
+    enum class outcome : unsigned char {
+        used,         ///< read and passed to `use`
+        not_open,     ///< its descriptors are not all open: the calling thread reads it
+        read_failed,  ///< a read failed (the task is gone, most likely): the calling thread looks again
+    };
 
-    // Open here what is not open yet (the map changes only in this thread);
-    // each task's descriptors are then fixed while the readers run.
-    std::vector<const std::array<unique_fd, file_count>*> fds(n, nullptr);
-    for (std::size_t i = 0; i < n; ++i) {
-        bool all_open = true;
-        for (file f : which) {
-            const auto idx = static_cast<std::size_t>(f);
-            auto it = fds_.find(tids[i]);
-            if (it != fds_.end() && it->second[idx].is_open())
-                continue;
-            if (open_ >= max_open_) {
-                all_open = false;
-                break;
-            }
-            std::string path = fmt::format("/proc/{}/task/{}/{}", pid_, tids[i].value, file_name(f));
-            unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-            if (!fd.is_open()) {
-                all_open = false;  // gone, or not readable: the serial pass says which
-                break;
-            }
-            fds_[tids[i]][idx] = std::move(fd);
-            ++open_;
-        }
-        if (all_open)
-            fds[i] = &fds_.find(tids[i])->second;
-    }
-
-    // 0: done by a reader; 1: left to this thread (not open); 2: a read failed
-    // (the task is gone, most likely; this thread looks again).
-    std::vector<unsigned char> left(n, 0);
+    std::span<const fd_row* const> fds;  ///< per task; nullptr: not open
+    std::span<const file> which;
+    const std::function<void(std::size_t, texts)>& use;
+    std::vector<outcome> outcomes = std::vector<outcome>(fds.size(), outcome::used);
     std::atomic<std::size_t> next{0};
-    auto reader = [&] {
-        std::vector<std::optional<std::string>> got(k);
+
+    /// One reader: takes chunks until none is left.
+    void read_chunks()
+    {
+        std::vector<std::optional<std::string>> got(which.size());
         constexpr std::size_t chunk = 16;
+        const std::size_t n = fds.size();
         for (;;) {
             const std::size_t from = next.fetch_add(chunk, std::memory_order_relaxed);
             if (from >= n)
                 return;
-            for (std::size_t i = from; i < std::min(n, from + chunk); ++i) {
-                if (fds[i] == nullptr) {
-                    left[i] = 1;
-                    continue;
-                }
-                bool failed = false;
-                for (std::size_t j = 0; j < k && !failed; ++j) {
-                    got[j] = read_fd((*fds[i])[static_cast<std::size_t>(which[j])].get(), proc_records::one);
-                    failed = !got[j] || got[j]->empty();
-                }
-                if (failed) {
-                    left[i] = 2;
-                    continue;
-                }
-                use(i, got);
-            }
+            for (std::size_t i = from; i < std::min(n, from + chunk); ++i)
+                outcomes[i] = read_task(i, got);
         }
-    };
-    std::vector<std::thread> threads;
-    threads.reserve(workers - 1);
-    try {
-        for (unsigned w = 1; w < workers; ++w)
-            threads.emplace_back(reader);
-    } catch (const std::system_error&) {
-        // No thread to spare: the ones started, and this one, read it all.
     }
-    reader();
-    for (auto& t : threads)
-        t.join();
 
-    std::vector<std::optional<std::string>> got(k);
+    /// Reads task i's files into `got` and, when all came, passes them to `use`.
+    outcome read_task(std::size_t i, std::vector<std::optional<std::string>>& got)
+    {
+        if (fds[i] == nullptr)
+            return outcome::not_open;
+        for (std::size_t j = 0; j < which.size(); ++j) {
+            got[j] = read_fd((*fds[i])[static_cast<std::size_t>(which[j])].get(), proc_records::one);
+            if (!got[j] || got[j]->empty())
+                return outcome::read_failed;
+        }
+        use(i, got);
+        return outcome::used;
+    }
+
+    /// `workers` readers, this thread one of them, until every task is taken.
+    void run(unsigned workers)
+    {
+        std::vector<std::thread> threads;
+        threads.reserve(workers - 1);
+        try {
+            for (unsigned w = 1; w < workers; ++w)
+                threads.emplace_back([this] { read_chunks(); });
+        } catch (const std::system_error&) {
+            // No thread to spare: the ones started, and this one, read it all.
+        }
+        read_chunks();
+        for (auto& t : threads)
+            t.join();
+    }
+};
+
+void task_files::read_each(const std::vector<tid_t>& tids, std::span<const file> which,
+                           const std::function<void(std::size_t, texts)>& use, std::size_t parallel_from)
+{
+    const std::size_t n = tids.size();
+    const unsigned workers = n >= parallel_from ? std::min<unsigned>(reader_count(), static_cast<unsigned>(n)) : 1;
+    if (workers <= 1 || which.empty()) {
+        std::vector<std::optional<std::string>> got(which.size());
+        for (std::size_t i = 0; i < n; ++i) {
+            read_here(tids[i], which, got);
+            use(i, got);
+        }
+        return;
+    }
+    const std::vector<const fd_row*> fds = open_for_readers(tids, which);
+    parallel_pass pass{.fds = fds, .which = which, .use = use};
+    pass.run(workers);
+
+    std::vector<std::optional<std::string>> got(which.size());
     for (std::size_t i = 0; i < n; ++i) {
-        if (left[i] == 0)
+        if (pass.outcomes[i] == parallel_pass::outcome::used)
             continue;
-        if (left[i] == 2)
+        if (pass.outcomes[i] == parallel_pass::outcome::read_failed)
             forget(tids[i]);  // gone (ESRCH), or a descriptor went stale: read afresh
-        for (std::size_t j = 0; j < k; ++j)
-            got[j] = read(tids[i], which[j]);
+        read_here(tids[i], which, got);
         use(i, got);
     }
+}
+
+void task_files::read_here(tid_t tid, std::span<const file> which, std::vector<std::optional<std::string>>& got)
+{
+    for (std::size_t j = 0; j < which.size(); ++j)
+        got[j] = read(tid, which[j]);
+}
+
+std::vector<const task_files::fd_row*> task_files::open_for_readers(const std::vector<tid_t>& tids,
+                                                                    std::span<const file> which)
+{
+    // The map changes only in this thread: each task's descriptors are then
+    // fixed while the readers run.
+    std::vector<const fd_row*> fds(tids.size(), nullptr);
+    for (std::size_t i = 0; i < tids.size(); ++i)
+        if (open_all(tids[i], which))
+            fds[i] = &fds_.find(tids[i])->second;
+    return fds;
+}
+
+bool task_files::open_all(tid_t tid, std::span<const file> which)
+{
+    for (file f : which) {
+        const auto idx = static_cast<std::size_t>(f);
+        auto it = fds_.find(tid);
+        if (it != fds_.end() && it->second[idx].is_open())
+            continue;
+        if (open_ >= max_open_)
+            return false;
+        std::string path = fmt::format("/proc/{}/task/{}/{}", pid_, tid.value, file_name(f));
+        unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        if (!fd.is_open())
+            return false;  // gone, or not readable: the calling thread's read says which
+        fds_[tid][idx] = std::move(fd);
+        ++open_;
+    }
+    return true;
 }
 
 std::optional<stat_info> task_files::stat(tid_t tid)

@@ -82,10 +82,22 @@ public:
 
 private:
     static constexpr std::size_t file_count = 5;
+    using fd_row = std::array<unique_fd, file_count>;  ///< indexed by file
+    struct parallel_pass;
+
+    /// Reads `which` of one task in this thread: got[k] is which[k]'s.
+    void read_here(tid_t tid, std::span<const file> which, std::vector<std::optional<std::string>>& got);
+    /// Opens what is not open yet of `which` for each task: result[i] is
+    /// tids[i]'s descriptors, nullptr when not all could be opened (the bound,
+    /// or the task is gone).
+    std::vector<const fd_row*> open_for_readers(const std::vector<tid_t>& tids, std::span<const file> which);
+    /// False when one of `which` could not be opened (those before it stay open).
+    bool open_all(tid_t tid, std::span<const file> which);
+
     pid_t pid_;
     std::size_t max_open_;
     std::size_t open_ = 0;
-    std::unordered_map<tid_t, std::array<unique_fd, file_count>> fds_;
+    std::unordered_map<tid_t, fd_row> fds_;
     std::unordered_map<tid_t, std::string> final_comm_;
 };
 

@@ -45,6 +45,15 @@ int exit_at_once(void*)
     return 0;  // the clone wrapper ends the child with SYS_exit
 }
 
+// ThreadSanitizer's clone() interceptor runs its after-fork bookkeeping in
+// the child; with CLONE_VM that is the parent's own state, which it then
+// takes for a child's (every later thread start dies). Its builds copy.
+#if defined(__SANITIZE_THREAD__)
+constexpr int wake_child_shares_memory = 0;
+#else
+constexpr int wake_child_shares_memory = CLONE_VM;
+#endif
+
 // A child that exits at once, its PID stored in `slot` by the kernel before
 // the child runs (CLONE_PARENT_SETTID), so no waitpid() can take its exit
 // before it is known. CLONE_VFORK: this thread sleeps until the child has
@@ -53,8 +62,9 @@ pid_t make_wake_child(std::atomic<pid_t>& slot)
 {
     alignas(16) static thread_local std::byte stack[16 * 1024];
     static_assert(sizeof(std::atomic<pid_t>) == sizeof(pid_t));
-    return ::clone(exit_at_once, stack + sizeof stack, CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | SIGCHLD,
-                   nullptr, reinterpret_cast<pid_t*>(&slot));
+    return ::clone(exit_at_once, stack + sizeof stack,
+                   wake_child_shares_memory | CLONE_VFORK | CLONE_PARENT_SETTID | SIGCHLD, nullptr,
+                   reinterpret_cast<pid_t*>(&slot));
 }
 
 std::int64_t now_ns()

@@ -5,6 +5,7 @@
 #include <map>
 #include <tuple>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -17,10 +18,10 @@ namespace tdctl::symbols {
 
 namespace {
 
-constexpr std::string_view deleted_suffix = " (deleted)";
-
-// readlink(/proc/PID/exe) without the " (deleted)" the kernel appends; empty
-// when not permitted (then there is no main executable to report).
+// readlink(/proc/PID/exe) without the " (deleted)" the kernel appends to a
+// deleted file's name (unmark_deleted: as read_maps() decides it, so that
+// the executable's mappings carry the same path); empty when not permitted
+// (then there is no main executable to report).
 std::string exe_path_of(pid_t pid)
 {
     std::string link = fmt::format("/proc/{}/exe", pid);
@@ -30,10 +31,9 @@ std::string exe_path_of(pid_t pid)
         log::debug("readlink {}: {}", link, std::strerror(errno));
         return {};
     }
-    std::string path(buf, static_cast<std::size_t>(n));
-    if (path.ends_with(deleted_suffix))
-        path.resize(path.size() - deleted_suffix.size());
-    return path;
+    struct stat st{};
+    const std::uint64_t inode = ::stat(link.c_str(), &st) == 0 ? st.st_ino : 0;
+    return unmark_deleted(pid, std::string_view(buf, static_cast<std::size_t>(n)), inode).path;
 }
 
 std::string_view base_name(std::string_view path)

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -146,6 +147,20 @@ std::vector<map_entry> parse_maps(std::string_view text, maps_lines which)
     return out;
 }
 
+printed_path unmark_deleted(pid_t pid, std::string_view printed, std::uint64_t inode)
+{
+    if (!printed.ends_with(deleted_suffix))
+        return {std::string(printed), false};
+    // The target may live in another mount namespace: its root first.
+    for (const std::string& p : {fmt::format("/proc/{}/root{}", pid, printed), std::string(printed)}) {
+        struct stat st;
+        if (inode != 0 && ::stat(p.c_str(), &st) == 0 && st.st_ino == inode)
+            return {std::string(printed), false};
+    }
+    printed.remove_suffix(deleted_suffix.size());
+    return {std::string(printed), true};
+}
+
 std::vector<map_entry> read_maps(pid_t pid, maps_lines which)
 {
     std::string path = fmt::format("/proc/{}/maps", pid);
@@ -167,7 +182,15 @@ std::vector<map_entry> read_maps(pid_t pid, maps_lines which)
             break;
         text.append(buf, static_cast<std::size_t>(n));
     }
-    return parse_maps(text, which);
+    std::vector<map_entry> maps = parse_maps(text, which);
+    for (map_entry& e : maps) {
+        if (!e.deleted)
+            continue;
+        printed_path p = unmark_deleted(pid, e.path + std::string(deleted_suffix), e.inode);
+        e.path = std::move(p.path);
+        e.deleted = p.deleted;
+    }
+    return maps;
 }
 
 }  // namespace tdctl::symbols

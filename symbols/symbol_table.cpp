@@ -80,6 +80,112 @@ std::uint32_t gnu_hash(std::string_view name)
     return h;
 }
 
+// .gnu.hash (ELF64): nbuckets, symoffset, bloom_size, bloom_shift (32 bits
+// each), bloom_size 64-bit words, nbuckets bucket words, then one chain
+// word per hashed symbol (from symoffset on), its low bit ending a chain.
+struct gnu_hash_index {
+    std::uint64_t nbuckets = 0;
+    std::uint64_t symoffset = 0;          ///< index of the first hashed symbol
+    const std::uint32_t* buckets = nullptr;
+    const std::uint32_t* chain = nullptr; ///< chain[i - symoffset] for symbol i
+    std::size_t chain_words = 0;
+
+    /// The section's index for a table of `count` symbols; std::nullopt when
+    /// a size does not add up (the file is the target's: nothing is trusted).
+    static std::optional<gnu_hash_index> of(const Elf_Data& hash, std::size_t count)
+    {
+        const std::size_t words = hash.d_size / sizeof(std::uint32_t);
+        const auto* w = static_cast<const std::uint32_t*>(hash.d_buf);
+        if (words < 4)
+            return std::nullopt;
+        const std::uint64_t nbuckets = w[0], symoffset = w[1], bloom_words = w[2];
+        const std::uint64_t buckets_at = 4 + bloom_words * 2;
+        if (nbuckets == 0 || symoffset == 0 || symoffset > count || buckets_at + nbuckets > words)
+            return std::nullopt;
+        const std::uint32_t* buckets = w + buckets_at;
+        return gnu_hash_index{nbuckets, symoffset, buckets, buckets + nbuckets, words - buckets_at - nbuckets};
+    }
+};
+
+// The SHT_GNU_HASH section that indexes the symbol table at `dynsym_index`,
+// or nullptr.
+Elf_Data* gnu_hash_data(const elf_file& file, std::size_t dynsym_index)
+{
+    for (Elf_Scn* scn = elf_nextscn(file.get(), nullptr); scn != nullptr; scn = elf_nextscn(file.get(), scn)) {
+        GElf_Shdr sh;
+        if (gelf_getshdr(scn, &sh) != nullptr && sh.sh_type == SHT_GNU_HASH && sh.sh_link == dynsym_index)
+            return elf_getdata(scn, nullptr);
+    }
+    return nullptr;
+}
+
+// One .dynsym read entry by entry, with its version names.
+class dynamic_symbols {
+public:
+    dynamic_symbols(const elf_file& file, Elf_Data* data, std::size_t strtab, std::size_t dynsym_index)
+        : file_(file), data_(data), strtab_(strtab)
+    {
+        versions_.emplace(file, dynsym_index);
+    }
+
+    /// Symbol i as entry_of() gives it (std::nullopt for one a table leaves
+    /// out); false when the symbol cannot be read.
+    bool read(std::size_t i, std::optional<table_entry>& entry) const
+    {
+        GElf_Sym sym;
+        if (gelf_getsym(data_, static_cast<int>(i), &sym) == nullptr)
+            return false;
+        entry = entry_of(file_, strtab_, sym, i, versions_);
+        return true;
+    }
+
+    /// True when every symbol before `end` could be read and none is named `name`.
+    bool none_named_before(std::size_t end, std::string_view name) const
+    {
+        for (std::size_t i = 1; i < end; ++i) {
+            std::optional<table_entry> e;
+            if (!read(i, e) || (e && e->name == name))
+                return false;
+        }
+        return true;
+    }
+
+private:
+    const elf_file& file_;
+    Elf_Data* data_;
+    std::size_t strtab_;
+    std::optional<version_names> versions_;
+};
+
+// The best match for q among the symbols of q's hash chain, as find() would
+// rank them; std::nullopt when none matches or the chain does not add up.
+std::optional<table_entry> best_in_chain(const dynamic_symbols& dynsym, const gnu_hash_index& index,
+                                         std::size_t count, const symbol_query& q)
+{
+    const std::uint32_t h = gnu_hash(q.name);
+    std::optional<table_entry> best;
+    int best_rank = 0;
+    for (std::uint64_t i = index.buckets[h % index.nbuckets]; i >= index.symoffset && i < count; ++i) {
+        const std::uint64_t link = i - index.symoffset;
+        if (link >= index.chain_words)
+            return std::nullopt;
+        const std::uint32_t word = index.chain[link];
+        if ((word | 1) == (h | 1)) {
+            std::optional<table_entry> e;
+            if (!dynsym.read(i, e))
+                return std::nullopt;
+            // In index order, "<" keeps the earliest among equals, as find() does.
+            if (e && e->name == q.name && matches(q, *e) && (!best || rank_of(*e) < best_rank)) {
+                best_rank = rank_of(*e);
+                best = *e;
+            }
+        }
+        if ((word & 1) != 0)
+            break;
+    }
+    return best;
+}
+
 }  // namespace
 
 symbol_query symbol_query::parse(std::string_view text)
@@ -165,70 +271,21 @@ std::optional<table_entry> symbol_table::find_hashed(const elf_file& file, Elf_S
         dyn.sh_type != SHT_DYNSYM || dyn.sh_entsize == 0)
         return std::nullopt;
     const std::size_t dynsym_index = elf_ndxscn(dynsym);
-    Elf_Data* hash = nullptr;
-    for (Elf_Scn* scn = elf_nextscn(file.get(), nullptr); scn != nullptr; scn = elf_nextscn(file.get(), scn)) {
-        GElf_Shdr sh;
-        if (gelf_getshdr(scn, &sh) != nullptr && sh.sh_type == SHT_GNU_HASH && sh.sh_link == dynsym_index) {
-            hash = elf_getdata(scn, nullptr);
-            break;
-        }
-    }
+    Elf_Data* hash = gnu_hash_data(file, dynsym_index);
     Elf_Data* data = elf_getdata(dynsym, nullptr);
     if (hash == nullptr || hash->d_buf == nullptr || data == nullptr)
         return std::nullopt;
-
-    // .gnu.hash (ELF64): nbuckets, symoffset, bloom_size, bloom_shift (32 bits
-    // each), bloom_size 64-bit words, nbuckets bucket words, then one chain
-    // word per hashed symbol (from symoffset on), its low bit ending a chain.
-    // Every size is checked against the section: the file is the target's.
     const std::size_t count = dyn.sh_size / dyn.sh_entsize;
-    const std::size_t words = hash->d_size / sizeof(std::uint32_t);
-    const auto* w = static_cast<const std::uint32_t*>(hash->d_buf);
-    if (words < 4)
+    auto index = gnu_hash_index::of(*hash, count);
+    if (!index)
         return std::nullopt;
-    const std::uint64_t nbuckets = w[0], symoffset = w[1], bloom_words = w[2];
-    const std::uint64_t buckets_at = 4 + bloom_words * 2;
-    if (nbuckets == 0 || symoffset == 0 || symoffset > count || buckets_at + nbuckets > words)
-        return std::nullopt;
-    const std::uint32_t* buckets = w + buckets_at;
-    const std::uint32_t* chain = buckets + nbuckets;
-    const std::size_t chain_words = words - buckets_at - nbuckets;
 
-    std::optional<version_names> versions;
-    versions.emplace(file, dynsym_index);
+    const dynamic_symbols table(file, data, dyn.sh_link, dynsym_index);
     // An entry the hash does not reach (before symoffset) with this name could
     // outrank the hashed ones: then the whole table decides.
-    for (std::size_t i = 1; i < symoffset; ++i) {
-        GElf_Sym sym;
-        if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr)
-            return std::nullopt;
-        if (auto e = entry_of(file, dyn.sh_link, sym, i, versions); e && e->name == q.name)
-            return std::nullopt;
-    }
-
-    const std::uint32_t h = gnu_hash(q.name);
-    std::optional<table_entry> best;
-    int best_rank = 0;
-    for (std::uint64_t i = buckets[h % nbuckets]; i >= symoffset && i < count; ++i) {
-        const std::uint64_t link = i - symoffset;
-        if (link >= chain_words)
-            return std::nullopt;
-        const std::uint32_t word = chain[link];
-        if ((word | 1) == (h | 1)) {
-            GElf_Sym sym;
-            if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr)
-                return std::nullopt;
-            // In index order, "<" keeps the earliest among equals, as find() does.
-            if (auto e = entry_of(file, dyn.sh_link, sym, i, versions); e && e->name == q.name && matches(q, *e))
-                if (!best || rank_of(*e) < best_rank) {
-                    best_rank = rank_of(*e);
-                    best = *e;
-                }
-        }
-        if ((word & 1) != 0)
-            break;
-    }
-    return best;
+    if (!table.none_named_before(index->symoffset, q.name))
+        return std::nullopt;
+    return best_in_chain(table, *index, count, q);
 }
 
 }  // namespace tdctl::symbols

@@ -6,6 +6,11 @@ function(tdctl_add_test name)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
+  if(TDCTL_TSAN)
+    # ThreadSanitizer runs code 5-15 times slower, and each fork copies the
+    # page tables of its shadow memory.
+    math(EXPR T_TIMEOUT "${T_TIMEOUT} * 5")
+  endif()
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE tdctl_test_support doctest::doctest ${T_LIBS})
   add_test(NAME ${name} COMMAND ${name})
@@ -15,6 +20,14 @@ function(tdctl_add_test name)
   endif()
   if(name IN_LIST TDCTL_SANITIZER_TESTS)
     set_property(TEST ${name} APPEND PROPERTY LABELS sanitize)
+  endif()
+  if(name IN_LIST TDCTL_TSAN_TESTS)
+    set_property(TEST ${name} APPEND PROPERTY LABELS tsan)
+  endif()
+  if(TDCTL_TSAN)
+    # A report ends the program with both stacks (exit code 66).
+    set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT
+      "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:history_size=4")
   endif()
   if(TDCTL_SANITIZE)
     # A report (leaks included) ends the program with a stack; the tdctl a

@@ -20,7 +20,7 @@ struct kind_shape {
     std::size_t fields;  ///< exact count; "thread"'s label takes the rest of the line
 };
 
-constexpr std::array<kind_shape, 9> kinds{{
+constexpr std::array<kind_shape, 10> kinds{{
     {"start", 1},
     {"thread", 3},
     {"exit", 1},
@@ -29,6 +29,7 @@ constexpr std::array<kind_shape, 9> kinds{{
     {"fork", 1},
     {"child-exit", 2},
     {"opened", 0},
+    {"mutex", 1},
     {"done", 0},
 }};
 

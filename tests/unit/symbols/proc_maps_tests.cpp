@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <string>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -10,6 +11,7 @@
 #include "base/error.hpp"
 #include "symbols/elf_module.hpp"
 #include "symbols/proc_maps.hpp"
+#include "tests/support/temp_file.hpp"
 
 using tdctl::symbols::map_entry;
 using tdctl::symbols::parse_maps;
@@ -188,4 +190,84 @@ TEST_CASE("module_set::maps_unchanged: true while the file mappings are those it
     ::munmap(anon, 1 << 16);
     // No such process: not the same.
     CHECK_FALSE(set.maps_unchanged(0));
+}
+
+namespace {
+
+// A page of a new file `name` in `dir`, mapped read-only into this process
+// (unmapped, file closed, at the end).
+class mapped_page {
+public:
+    mapped_page(const std::string& dir, const std::string& name) : path_(dir + "/" + name)
+    {
+        int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        REQUIRE(fd >= 0);
+        REQUIRE(::ftruncate(fd, 4096) == 0);
+        addr_ = ::mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+        ::close(fd);
+        REQUIRE(addr_ != MAP_FAILED);
+    }
+    ~mapped_page() { ::munmap(addr_, 4096); }
+    mapped_page(const mapped_page&) = delete;
+    mapped_page& operator=(const mapped_page&) = delete;
+
+    const std::string& path() const { return path_; }
+    std::uint64_t start() const { return reinterpret_cast<std::uint64_t>(addr_); }
+
+private:
+    std::string path_;
+    void* addr_ = nullptr;
+};
+
+const map_entry& entry_at(const std::vector<map_entry>& maps, std::uint64_t start)
+{
+    auto it = std::ranges::find_if(maps, [&](const map_entry& e) { return e.start == start; });
+    REQUIRE(it != maps.end());
+    return *it;
+}
+
+}  // namespace
+
+// A library whose file was really named `evil (deleted)` was shown as `evil`
+// (and, taken for deleted, opened only through /proc/PID/map_files).
+TEST_CASE("read_maps tells a file named \"... (deleted)\" from a deleted file")
+{
+    tdctl::test::temp_directory dir("tdctl-maps-deleted");
+    mapped_page named(dir.path(), "evil (deleted)");          // kept: its name ends so
+    mapped_page gone(dir.path(), "gone");                     // deleted below
+    mapped_page both(dir.path(), "both (deleted)");           // named so, and deleted below
+    mapped_page twin(dir.path(), "twin");                     // deleted, another file takes "twin (deleted)"
+    REQUIRE(::unlink(gone.path().c_str()) == 0);
+    REQUIRE(::unlink(both.path().c_str()) == 0);
+    REQUIRE(::unlink(twin.path().c_str()) == 0);
+    mapped_page other(dir.path(), "twin (deleted)");
+
+    for (auto which : {tdctl::symbols::maps_lines::all, tdctl::symbols::maps_lines::file_backed}) {
+        auto maps = read_maps(::getpid(), which);
+        const map_entry& n = entry_at(maps, named.start());
+        CHECK(n.path == named.path());
+        CHECK_FALSE(n.deleted);
+        const map_entry& g = entry_at(maps, gone.start());
+        CHECK(g.path == gone.path());
+        CHECK(g.deleted);
+        const map_entry& b = entry_at(maps, both.start());
+        CHECK(b.path == both.path());
+        CHECK(b.deleted);
+        const map_entry& t = entry_at(maps, twin.start());
+        CHECK(t.path == twin.path());
+        CHECK(t.deleted);
+        const map_entry& o = entry_at(maps, other.start());
+        CHECK(o.path == other.path());
+        CHECK_FALSE(o.deleted);
+    }
+}
+
+TEST_CASE("unmark_deleted: a path without the suffix is as printed and not deleted")
+{
+    auto p = tdctl::symbols::unmark_deleted(::getpid(), "/no/such/file", 42);
+    CHECK(p.path == "/no/such/file");
+    CHECK_FALSE(p.deleted);
+    auto q = tdctl::symbols::unmark_deleted(::getpid(), "/no/such/file (deleted)", 42);
+    CHECK(q.path == "/no/such/file");
+    CHECK(q.deleted);
 }
