@@ -1,5 +1,7 @@
 #include "core/birth_policy.hpp"
 
+#include "core/thread_backend.hpp"
+
 namespace tdctl::core {
 
 void birth_policy::on_clone(tid_t creator, tid_t child, const watch_mode& mode)

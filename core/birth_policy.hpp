@@ -14,7 +14,7 @@
 #include <unordered_map>
 
 #include "base/types.hpp"
-#include "core/live_target.hpp"
+#include "core/thread_agent.hpp"
 #include "core/report_changes.hpp"
 
 namespace tdctl::core {
@@ -31,7 +31,7 @@ struct watch_mode {
 class birth_policy {
 public:
     /// Both must outlive this.
-    birth_policy(live_target& target, report_changes& changes) : target_(target), changes_(changes) {}
+    birth_policy(library_access& target, report_changes& changes) : target_(target), changes_(changes) {}
 
     /// A clone stop: `creator` made `child`, both stopped. Journals the
     /// child's inherited mask, and, as `mode` asks, enables the child now or
@@ -87,7 +87,7 @@ private:
     /// changed on the creator reaches the child.
     void inherit_mask(tid_t parent, tid_t child);
 
-    live_target& target_;
+    library_access& target_;
     report_changes& changes_;
     bool settling_ = false;
     // Each creator's epoch since which it is known to report TD_CREATE.

@@ -23,7 +23,7 @@
 
 namespace tdctl::core {
 
-class live_target final : public target_access {
+class live_target final : public library_access {
 public:
     /// Takes the process over; reads its PID namespace (NSpid of
     /// /proc/PID/status). `late_agent_serves`: a libtdagent.so the target
@@ -73,11 +73,8 @@ public:
     /// without one, no_agent_reason() says what was missing. Any agent
     /// found before is dropped first: callers drop what refers to it.
     void find_thread_library();
-    /// The thread agent, or nullptr when no thread library publishes the protocol.
-    thread_agent* agent() { return agent_.get(); }
+    thread_agent* agent() override { return agent_.get(); }
     const std::string& no_agent_reason() const { return no_agent_reason_; }
-    /// What differs between the thread libraries (thread_agent::seam); nullptr without an agent.
-    thread_backend* backend() { return agent_ ? &agent_->seam() : nullptr; }
     /// The thread handle of an LWP (thread_backend::handle_of); std::nullopt without one.
     std::optional<target_addr> handle_of(tid_t lwp);
     /// The LWP that runs a handle's thread (thread_handle::lwp), 0 when none

@@ -85,6 +85,21 @@ private:
     std::unique_ptr<thread_backend> backend_;   // after protocol_: made from it
 };
 
+/// A target with the thread library found in it: what the parts that work
+/// on thread records ask (core/live_target.hpp is one; unit tests fake one
+/// over a memory image).
+class library_access : public target_access {
+public:
+    /// The thread agent, or nullptr when no thread library publishes the protocol.
+    virtual thread_agent* agent() = 0;
+    /// What differs between the thread libraries (thread_agent::seam); nullptr without an agent.
+    thread_backend* backend()
+    {
+        thread_agent* a = agent();
+        return a != nullptr ? &a->seam() : nullptr;
+    }
+};
+
 /// Builds the tdagent layout from libtdagent.so's exported symbols (SPEC §5).
 std::optional<protocol_layout> probe_tdagent(target_access& target, std::string& why);
 
