@@ -82,6 +82,15 @@ public:
     step_over_kind kind() const { return kind_; }
     bool is_inserted() const { return inserted_; }
     std::span<const std::byte> saved_bytes() const { return {saved_.data(), patch_len_}; }
+    /// Where insert() wrote: the site's first byte, or a signal-stop site's flag.
+    target_addr patched_address() const { return kind_ == step_over_kind::signal_stop ? flag_.address : addr_; }
+    /// Writes the original bytes where insert() wrote into another copy of
+    /// the target's memory (a forked child's), not journaled: that copy is
+    /// let go. False if the write failed.
+    bool restore_into(target_memory& copy) const
+    {
+        return !inserted_ || copy.write(patched_address(), saved_bytes());
+    }
 
     /// The bytes in the target's text as they were before insert().
     std::string describe() const;

@@ -1031,9 +1031,9 @@ void traced_process::let_go_new_process(tid_t child, bool has_own_memory)
     if (has_own_memory) {
         try {
             process_memory child_mem(child.value);
+            // A signal-stop site's byte is its flag, not the function's code.
             for (auto& [addr, e] : sites_)
-                if (e.site->is_inserted())
-                    child_mem.write(addr, e.site->saved_bytes());
+                (void)e.site->restore_into(child_mem);
         } catch (const error& e) {
             log::debug("cleaning child process {}: {}", child.value, e.what());
         }

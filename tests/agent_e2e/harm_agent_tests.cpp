@@ -190,3 +190,72 @@ TEST_CASE("a target that catches SIGURG: reports stop with SIGWINCH, and each of
 {
     CHECK(urgent_signals_under_watch(false) == SIGWINCH);
 }
+
+namespace {
+
+/// The forker's catch-signals children, as its record says: each exited 0.
+void check_signal_catching_children(const std::string& record_path)
+{
+    auto facts = test::read_record(record_path);
+    INFO("record: " << test::format_record(facts, 40));
+    CHECK(test::count_kind(facts, "done") == 1);
+    auto exits = test::facts_of_kind(facts, "child-exit");
+    REQUIRE(exits.size() == 3);
+    for (const auto& c : exits) {
+        CAPTURE(c.line);
+        CHECK_MESSAGE(c.number(1) == 0, "a forked child died: it met a byte tdctl planted");
+    }
+}
+
+}  // namespace
+
+// A forked child inherits the agent's reporting with the parent's memory (a
+// shell's command substitution is one, as in pyenv's shims): it must never
+// meet a byte tdctl planted. The forked child's copy of each signal-stop
+// site got the stop flag's original byte written at the reporting
+// function's own address, over its `ret`: a child that caught a signal ran
+// into the int3 padding after it and died of SIGTRAP (10 runs of 10).
+TEST_CASE("forked children that catch signals under the agent exit 0: launched and attached, 10 runs each")
+{
+    test::require_ptrace();
+    SUBCASE("launched")
+    {
+        for (int round = 0; round < 10; ++round) {
+            CAPTURE(round);
+            test::temp_file record("agent-catch-signals");
+            auto run = run_tdctl_agent({"watch all"},
+                                       {test::fixture_path("forker"), "--record", record.path(), "catch-signals"});
+            INFO(describe_run(run));
+            REQUIRE(run.exit);
+            CHECK((*run.exit)["status"] == 0);
+            CHECK(run.count("TD_CATCHSIG") >= 1);  // the parent's SIGCHLDs: catchsig was armed
+            check_signal_catching_children(record.path());
+        }
+    }
+    SUBCASE("attached")
+    {
+        for (int round = 0; round < 10; ++round) {
+            CAPTURE(round);
+            test::temp_file record("agent-catch-signals-attach");
+            auto target = test::child_process::spawn(
+                {test::fixture_path("forker"), "--record", record.path(), "--wait-start", "catch-signals"});
+            REQUIRE(target.require_line(10s) == fmt::format("ready {}", target.pid()));
+            auto tdctl = test::child_process::spawn(
+                {test::tdctl_path(), "--json", "-p", std::to_string(target.pid()), "--agent", "-e", "watch all --for 60"});
+            REQUIRE_MESSAGE(await_attached(tdctl), tdctl.describe());
+            REQUIRE(target.write_stdin("x"));
+            std::optional<test::exit_status> status;
+            // tdctl's output is read as it comes: a pipe nobody reads holds the target.
+            for (auto deadline = std::chrono::steady_clock::now() + 60s;
+                 !status && std::chrono::steady_clock::now() < deadline; status = target.wait_exit(0ms))
+                while (tdctl.read_line(10ms)) {
+                }
+            REQUIRE_MESSAGE(status, target.describe());
+            CHECK_MESSAGE(status->exit_code() == 0, target.describe());
+            while (tdctl.read_line(100ms)) {
+            }
+            CHECK(tdctl.wait_exit(30s));
+            check_signal_catching_children(record.path());
+        }
+    }
+}

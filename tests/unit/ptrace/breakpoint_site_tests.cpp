@@ -141,3 +141,31 @@ TEST_CASE("a stop flag left set by a killed session is put back to 0, not to wha
     CHECK(site.remove(journal));
     CHECK(mem.at(flag) == std::byte{0});
 }
+
+TEST_CASE("a forked child's copy gets each site's original bytes where they were patched: a stop flag's, not the code")
+{
+    // The child's copy was "cleaned" by writing a signal-stop site's saved
+    // flag byte at the reporting function's address: its `ret` became 00,
+    // and a child that reported ran into the int3 padding (SIGTRAP).
+    image_memory mem;
+    change_journal journal(mem, 0);
+    const std::uint64_t function = 0x104000, flag = 0x105008, code = 0x104100;
+    mem.at(function) = std::byte{0xc3};
+    mem.at(function + 1) = std::byte{0xcc};
+    mem.at(code) = std::byte{0x55};
+    breakpoint_site signal_site(target_addr{function}, stop_flag{target_addr{flag}, 23});
+    breakpoint_site trap_site(target_addr{code}, 0);
+    signal_site.insert(mem, journal);
+    trap_site.insert(mem, journal);
+    CHECK(signal_site.patched_address() == target_addr{flag});
+    CHECK(trap_site.patched_address() == target_addr{code});
+
+    image_memory child = mem;  // fork: a copy with the patches
+    CHECK(signal_site.restore_into(child));
+    CHECK(trap_site.restore_into(child));
+    CHECK(child.at(function) == std::byte{0xc3});
+    CHECK(child.at(flag) == std::byte{0});
+    CHECK(child.at(code) == std::byte{0x55});
+    CHECK(mem.at(flag) == std::byte{23});  // the parent keeps them
+    journal.forget_all();
+}
