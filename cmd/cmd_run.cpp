@@ -76,7 +76,7 @@ command_status runner::cmd_stop(const words& w, const std::string& where)
     auto list = parse_events(options->operand, where);
     if (!list || !require_agent(where))
         return command_status::failed;
-    if (auto r = session_->plant_stops(*list); !r)
+    if (auto r = session_->watch().plant_stops(*list); !r)
         return td_error(r.error(), fmt::format("{}: stop {}", where, options->operand));
 
     // A hint when nothing can report: the seed's flow needs the mask and the

@@ -116,8 +116,8 @@ void session::follow_loader()
     // consistent and holds a thread library, before any code of the program
     // runs.
     const auto* exe = target_.modules().main_executable();
-    if (exe == nullptr)
-        return;
+    if (exe == nullptr || exe != target_.modules().find("ld-linux"))
+        return;  // the program is not the loader itself
     auto notify = exe->lookup("_dl_debug_state");
     auto rdebug = exe->lookup("_r_debug");
     if (!notify || !rdebug)
@@ -156,7 +156,7 @@ void session::disarm()
         return;
     }
     process.stop_all();
-    drain_queued_silently();
+    late_reports_.drain_queued(silent_handler());
     watch_.restore_before_arm();
     late_reports_.settle(silent_handler());
     if (!watch_.is_armed() || !process.is_alive()) {
@@ -165,11 +165,6 @@ void session::disarm()
     }
     watch_.end_arm();
     process.release_all();
-}
-
-td_status session::plant_stops(const std::vector<td_event_e>& events)
-{
-    return watch_.plant_stops(events);
 }
 
 void session::clear_stops()
@@ -255,7 +250,7 @@ void session::detach()
     }
     process.stop_all();
     routing_.stop_following();
-    drain_queued_silently();
+    late_reports_.drain_queued(silent_handler());
     changes_.restore_originals();
     if (changes_.reports_may_be_pending())
         late_reports_.settle(silent_handler());
@@ -312,11 +307,6 @@ std::vector<session_event> session::pump(int timeout_ms)
             break;
     }
     return out;
-}
-
-void session::drain_queued_silently()
-{
-    late_reports_.drain_queued(silent_handler());
 }
 
 // ---------------------------------------------------------------- the dispatch
@@ -452,6 +442,9 @@ void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& 
     changes_.new_epoch();
     target_.process().run_to_entry();
     load_symbols();
+    // `env ... ld.so PROG`: the new image is the loader, and libc comes later.
+    if (target_.agent() == nullptr)
+        follow_loader();
     session_event se;
     se.what = session_event::kind::exec;
     se.message.tid = tid_t{target_.pid()};

@@ -97,10 +97,9 @@ public:
     /// Undoes arm(): global mask and enable flags back to what they were
     /// before it, late reports settled (taken silently), sites out.
     void disarm();
-    /// event_watch::plant_stops(): the next hit holds the whole target and
-    /// yields a stopped_at_event.
-    td_status plant_stops(const std::vector<td_event_e>& events);
-    /// Removes the `stop` breakpoints (target held meanwhile).
+    /// Removes the `stop` breakpoints planted with watch().plant_stops(),
+    /// whose next hit holds the whole target and yields a stopped_at_event
+    /// (target held meanwhile).
     void clear_stops();
 
     // ---- running
@@ -135,8 +134,6 @@ public:
     /// set_hold_may_linger(true), leaves the threads stopped for the next
     /// command.
     void end_command_hold();
-    /// Threads are stopped only because tdctl has not let go of them yet.
-    bool is_lingering() const { return lingering_; }
 
     // ---- the end
 
@@ -169,8 +166,6 @@ private:
     void on_thread_exited(tid_t lwp);
     void on_exec(const ptrace::stop_event& ev, std::vector<session_event>& out);
     void on_process_exited(const ptrace::stop_event& ev, std::vector<session_event>& out);
-    /// Every stop already queued, handled silently.
-    void drain_queued_silently();
 
     // The longest a look (pump(0)) goes on taking stops, s.
     static constexpr double pump_look_seconds = 0.02;

@@ -394,7 +394,7 @@ TEST_CASE("TD_NOMSG when nothing is buffered; TD_NOEVENT for events the backend 
         REQUIRE(global_after.has_value());
         CHECK(same_mask(*global_before, *global_after));
         // Nor can a stop be planted where there is no reporting address.
-        auto stops = s.plant_stops({TD_SWITCHTO});
+        auto stops = s.watch().plant_stops({TD_SWITCHTO});
         REQUIRE_FALSE(stops.has_value());
         CHECK(stops.error() == TD_NOEVENT);
         s.resume();

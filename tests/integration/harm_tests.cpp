@@ -669,17 +669,31 @@ TEST_SUITE("do no harm")
         const std::string loader = "/lib64/ld-linux-x86-64.so.2";
         REQUIRE_MESSAGE(::access(loader.c_str(), X_OK) == 0, loader << " is missing");
         temp_file record("loader-churn-record");
-        auto run = run_tdctl({"--json", "--", loader, fixture_path("churn"), "--record", record.path(), "2", "3"}, 30s);
+        const std::vector<std::string> program{loader, fixture_path("churn"), "--record", record.path(), "2", "3"};
+        std::vector<std::string> args{"--json", "--"};
+        std::string library_record = "launched";
+        SUBCASE("ld.so PROG") {}
+        // `env ... ld.so PROG`: the loader comes by an exec, not at launch
+        // (tdctl said "thread library: none" at the exec and reported nothing).
+        SUBCASE("env ld.so PROG")
+        {
+            args.insert(args.end(), {"env", "TDCTL_TEST=1"});
+            library_record = "exec";
+        }
+        args.insert(args.end(), program.begin(), program.end());
+        auto run = run_tdctl(args, 30s);
         INFO(run.describe());
         REQUIRE(run.result.status.exit_code() == 0);
-        auto launched = run.of_type("launched");
-        REQUIRE(launched.size() == 1);
-        CHECK(launched[0].value("backend", "") == "nptl");
+        auto announced = run.of_type(library_record);
+        REQUIRE(announced.size() == 1);
+        CHECK(announced[0].value("backend", "") == "nptl");
         auto facts = parse_record(read_text_file(record.path()).value_or(""));
         auto expected = to_multiset(thread_tids(facts));
         CHECK(expected.size() == 8);
         CHECK(multiset_difference(expected, tid_multiset(run.events("TD_CREATE"))).empty());
         CHECK(multiset_difference(expected, tid_multiset(run.events("TD_DEATH"))).empty());
+        CHECK(run.events("TD_CREATE").size() == expected.size());
+        CHECK(run.events("TD_DEATH").size() == expected.size());
     }
 
     // The thread library reached through dlopen after tdctl is there: since
