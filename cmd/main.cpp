@@ -230,12 +230,15 @@ struct cli_options {
     bool launched() const { return pid == 0; }
 };
 
-// The three most useful command lines, at the end of --help.
+// The most useful command lines, at the end of --help (the manual page's
+// EXAMPLES has each of them).
 constexpr const char* help_examples =
     "Examples:\n"
-    "  tdctl -- PROG ARGS                     every thread creation and death of PROG, then its exit status\n"
-    "  tdctl -p PID -e 'top --count 3'        which thread burns CPU, waits for one, or is blocked (like pidstat -t)\n"
-    "  tdctl -p PID -e 'watch --for 10s'      threads born and ended in 10 s, then each one's on/off-CPU split";
+    "  tdctl -- PROG ARGS                          every thread creation and death of PROG, then its exit status\n"
+    "  tdctl -p PID -e 'top --count 3'             which thread burns CPU, waits for one, or is blocked (like pidstat -t)\n"
+    "  tdctl -p PID -e 'watch --for 10s'           threads born and ended in 10 s, then each one's on/off-CPU split\n"
+    "  tdctl -p PID -e deadlock                    threads waiting for each other's mutexes, with the locks and stacks\n"
+    "  tdctl -p PID --agent -e 'locks --for 10s'   lock contention: waits, trylock failures, holders, call sites";
 
 // The option table (CLI11); an exit status when tdctl ends here (--help,
 // --version, a usage error).

@@ -1,9 +1,12 @@
-// The manual page (issue 12): `cmake --install` puts it where `man` finds
-// it, `man -l` renders it, and it cannot drift from the program: every
-// command `help` lists and every option `tdctl --help` lists is in it.
-// `tdctl --help` ends with the three most useful examples.
+// The manual page: `cmake --install` puts it where `man` finds it, `man -l`
+// renders it, and it cannot drift from the program: every command `help`
+// lists is documented in COMMANDS with every word and option of its `help
+// COMMAND` synopsis, every option `tdctl --help` lists is in OPTIONS, and
+// every example `tdctl --help` ends with is in EXAMPLES.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +14,8 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "tests/integration/integration_support.hpp"
 
@@ -42,25 +47,100 @@ std::string section(const std::string& roff, const std::string& name)
     return roff.substr(start, end == std::string::npos ? std::string::npos : end - start);
 }
 
-/// The words set in bold (.B, .BR, .BI lines) of a roff text, quotes and
-/// roff escapes removed: the names a section documents.
-std::set<std::string> bold_words(const std::string& roff)
+/// The arguments of a roff macro line, split at blanks outside double quotes.
+std::vector<std::string> macro_arguments(const std::string& rest)
 {
-    std::set<std::string> words;
-    std::istringstream in(roff);
-    for (std::string line; std::getline(in, line);) {
-        if (!line.starts_with(".B"))
-            continue;
-        std::istringstream w(line.substr(line.find(' ') == std::string::npos ? line.size() : line.find(' ')));
-        for (std::string word; w >> word;) {
-            std::string plain;
-            for (char c : word)
-                if (c != '"' && c != '\\')
-                    plain += c;
-            words.insert(plain);
+    std::vector<std::string> args;
+    std::string arg;
+    bool quoted = false, any = false;
+    for (char c : rest) {
+        if (c == '"') {
+            quoted = !quoted;
+            any = true;
+        } else if (c == ' ' && !quoted) {
+            if (any || !arg.empty())
+                args.push_back(arg);
+            arg.clear();
+            any = false;
+        } else {
+            arg += c;
         }
     }
-    return words;
+    if (any || !arg.empty())
+        args.push_back(arg);
+    return args;
+}
+
+/// One roff line as the reader sees its words: font macros' arguments joined
+/// (the alternating ones, .BR .BI .IR ..., without a blank), font escapes
+/// dropped, `\-` a minus, `\(ga` a grave accent, `\&` nothing.
+std::string plain_line(const std::string& line)
+{
+    std::string text = line;
+    static const std::regex font_macro(R"(^\.(BR|BI|IB|IR|RB|RI|SM|SB|B|I)(?: (.*))?$)");
+    std::smatch m;
+    if (std::regex_match(line, m, font_macro)) {
+        const bool alternating = m[1].length() == 2 && m[1] != "SM" && m[1] != "SB";
+        text.clear();
+        for (const auto& arg : macro_arguments(m[2].str()))
+            text += (text.empty() || alternating ? "" : " ") + arg;
+    } else if (line.starts_with(".")) {
+        return "";
+    }
+    static const std::regex font_escape(R"(\\f[BIRP])");
+    text = std::regex_replace(text, font_escape, "");
+    text = std::regex_replace(text, std::regex(R"(\\\(ga)"), "`");
+    text = std::regex_replace(text, std::regex(R"(\\-)"), "-");
+    text = std::regex_replace(text, std::regex(R"(\\&)"), "");
+    return text;
+}
+
+/// One `.TP` paragraph of a section: its tag line and its body, as plain text.
+struct tagged_item {
+    std::string tag, text;
+};
+
+std::vector<tagged_item> tagged_items(const std::string& roff_section)
+{
+    std::vector<tagged_item> items;
+    std::istringstream in(roff_section);
+    bool in_item = false, tag_next = false;
+    for (std::string line; std::getline(in, line);) {
+        if (line == ".TP") {
+            items.emplace_back();
+            in_item = tag_next = true;
+            continue;
+        }
+        if (line.starts_with(".SH") || line.starts_with(".SS") || line == ".PP") {
+            in_item = false;
+            continue;
+        }
+        if (!in_item)
+            continue;
+        const std::string text = plain_line(line);
+        if (tag_next) {
+            items.back().tag = text;
+            tag_next = false;
+        }
+        items.back().text += text + "\n";
+    }
+    return items;
+}
+
+/// The words a tag names a command by: its first word, and each word after
+/// a "|" or after a word that ends with a comma (`continue | interrupt`,
+/// `event set ..., event clear ...`).
+std::set<std::string> tag_commands(const std::string& tag)
+{
+    std::set<std::string> names;
+    std::istringstream in(tag);
+    std::string word, previous;
+    for (bool first = true; in >> word; first = false) {
+        if (first || previous == "|" || previous.ends_with(","))
+            names.insert(word);
+        previous = word;
+    }
+    return names;
 }
 
 /// The commands of `help`'s list: the first word of each line indented by
@@ -79,6 +159,83 @@ std::set<std::string> help_commands(const std::string& help)
             names.insert((*it)[1].str());
     }
     return names;
+}
+
+/// The subcommands, keywords and options of `help COMMAND`'s synopsis lines
+/// (the unindented lines that start with the command; a description after
+/// two blanks is left out): `rusage collect [TID|all] [--interval SECONDS
+/// [--count N]]` gives collect, all, --interval and --count. Placeholders
+/// (upper case) are left out.
+std::set<std::string> synopsis_words(const std::string& command, const std::string& help)
+{
+    std::set<std::string> words;
+    std::istringstream in(help);
+    static const std::regex separators(R"([\s\[\]|=]+)"), word(R"(^(--[a-z][a-z-]*|[a-z][a-z_]*)$)");
+    for (std::string line; std::getline(in, line);) {
+        if (line != command && !line.starts_with(command + " "))
+            continue;
+        line = line.substr(0, line.find("  "));
+        bool first = true;
+        for (auto it = std::sregex_token_iterator(line.begin(), line.end(), separators, -1);
+             it != std::sregex_token_iterator(); ++it) {
+            const std::string w = *it;
+            if (w.empty())
+                continue;
+            if (!first && std::regex_match(w, word))
+                words.insert(w);
+            first = false;
+        }
+    }
+    return words;
+}
+
+/// Whether `word` stands in `text` as a word of its own (not inside a longer
+/// name or option).
+bool has_word(const std::string& text, const std::string& word)
+{
+    for (auto at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) {
+        auto part_of_name = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; };
+        const bool starts = at == 0 || !part_of_name(text[at - 1]);
+        const bool ends = at + word.size() == text.size() || !part_of_name(text[at + word.size()]);
+        if (starts && ends)
+            return true;
+    }
+    return false;
+}
+
+/// The example command lines at the end of `tdctl --help`: each line after
+/// "Examples:" up to its description (two blanks or more).
+std::vector<std::string> help_examples(const std::string& usage)
+{
+    std::vector<std::string> examples;
+    auto at = usage.rfind("Examples:\n");
+    REQUIRE_MESSAGE(at != std::string::npos, usage);
+    std::istringstream tail(usage.substr(at));
+    std::string line;
+    std::getline(tail, line);
+    while (std::getline(tail, line)) {
+        if (line.empty())
+            continue;
+        CHECK_MESSAGE(line.starts_with("  tdctl "), line);
+        line = line.substr(2);
+        examples.push_back(line.substr(0, line.find("  ")));
+    }
+    return examples;
+}
+
+/// An example as a pattern over the manual page's examples: PID stands for
+/// a process ID, "PROG ARGS" for a program and its arguments.
+std::regex example_pattern(const std::string& example)
+{
+    std::string pattern;
+    for (char c : example) {
+        if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos)
+            pattern += '\\';
+        pattern += c;
+    }
+    pattern = std::regex_replace(pattern, std::regex("PROG ARGS"), ".+");
+    pattern = std::regex_replace(pattern, std::regex("PID"), "[0-9]+");
+    return std::regex("^" + pattern + "$");
 }
 
 }  // namespace
@@ -104,54 +261,86 @@ TEST_CASE("cmake --install puts tdctl.1 in share/man/man1 and man -l renders it"
     CHECK(shown.err.find("warning") == std::string::npos);
 }
 
-TEST_CASE("every command `help` lists and every option --help lists is in the manual page")
+TEST_CASE("every command `help` lists is in the manual page's COMMANDS with its subcommands and options")
 {
     require_ptrace();
-    const std::string roff = read_all(TDCTL_MAN_SOURCE);
-    REQUIRE(!roff.empty());
+    const auto items = tagged_items(section(read_all(TDCTL_MAN_SOURCE), "COMMANDS"));
+    REQUIRE(items.size() >= 15);
     // `help` as the program prints it (a launch: the records are on stderr).
-    auto run = run_tdctl({"--json", "-e", "help", "--", "/bin/true"}, 30s);
-    INFO(run.describe());
-    auto help = run.of_type("help");
-    REQUIRE(help.size() == 1);
+    auto listed = run_tdctl({"--json", "-e", "help", "--", "/bin/true"}, 30s);
+    auto help = listed.of_type("help");
+    REQUIRE_MESSAGE(help.size() == 1, listed.describe());
     const auto commands = help_commands(help[0].value("text", ""));
     REQUIRE(commands.size() >= 15);
-    const auto documented = bold_words(section(roff, "COMMANDS"));
-    for (const auto& c : commands)
-        CHECK_MESSAGE(documented.contains(c), "`help` lists `", c, "`; the manual page's COMMANDS does not");
 
+    std::vector<std::string> args{"--json"};
+    for (const auto& c : commands) {
+        args.push_back("-e");
+        args.push_back("help " + c);
+    }
+    args.insert(args.end(), {"--", "/bin/true"});
+    auto each = run_tdctl(args, 30s);
+    auto texts = each.of_type("help");
+    REQUIRE_MESSAGE(texts.size() == commands.size(), each.describe());
+
+    int words_checked = 0;
+    auto text = texts.begin();
+    for (const auto& c : commands) {
+        // The synopsis goes in the item's tag, where a reader looks for it.
+        std::string documented;
+        for (const auto& item : items)
+            if (tag_commands(item.tag).contains(c))
+                documented += item.tag + "\n";
+        CHECK_MESSAGE(!documented.empty(), "`help` lists `", c, "`; no item of the manual page's COMMANDS names it");
+        for (const auto& w : synopsis_words(c, (text++)->value("text", ""))) {
+            ++words_checked;
+            CHECK_MESSAGE(has_word(documented, w), "`help ", c, "` names `", w,
+                          "`; no tag of the manual page's COMMANDS that names `", c, "` does");
+        }
+    }
+    CHECK(words_checked >= 30);
+}
+
+TEST_CASE("every option tdctl --help lists is in the manual page's OPTIONS")
+{
+    // Each option in an item's tag (`-x FILE, --command FILE`), not only in
+    // the text of another's.
+    std::string options_text;
+    for (const auto& item : tagged_items(section(read_all(TDCTL_MAN_SOURCE), "OPTIONS")))
+        options_text += item.tag + "\n";
     auto usage = run_command({tdctl_path(), "--help"}, 30s);
     REQUIRE(usage.status.is_success());
-    const std::string options_roff = section(roff, "OPTIONS");
     // The option table, not the footer (whose examples hold commands' options).
     const std::string table = usage.out.substr(0, usage.out.find("Usage: tdctl [options]"));
-    static const std::regex long_option(R"((--[a-z][a-z-]+))");
+    static const std::regex option(R"((?:^|[\s,])(--?[a-z][a-z-]*))");
     int seen = 0;
-    for (auto it = std::sregex_iterator(table.begin(), table.end(), long_option); it != std::sregex_iterator(); ++it) {
-        std::string escaped = (*it)[1];
-        escaped.replace(0, 2, "\\-\\-");
+    for (auto it = std::sregex_iterator(table.begin(), table.end(), option); it != std::sregex_iterator(); ++it) {
+        const std::string name = (*it)[1];
         ++seen;
-        CHECK_MESSAGE(options_roff.find(escaped) != std::string::npos, "--help names ", (*it)[1],
-                      "; the manual page's OPTIONS does not");
+        CHECK_MESSAGE(has_word(options_text, name), "--help names ", name, "; the manual page's OPTIONS does not");
     }
-    CHECK(seen >= 8);
+    CHECK(seen >= 16);
 }
 
 // `tdctl --help` ended with the exit statuses: nothing to start from.
-TEST_CASE("tdctl --help ends with three examples")
+TEST_CASE("tdctl --help ends with examples, deadlock and locks among them, each in the manual page's EXAMPLES")
 {
     auto usage = run_command({tdctl_path(), "--help"}, 30s);
     REQUIRE(usage.status.is_success());
-    auto at = usage.out.rfind("Examples:\n");
-    REQUIRE_MESSAGE(at != std::string::npos, usage.out);
-    std::istringstream tail(usage.out.substr(at));
-    std::string line;
-    std::getline(tail, line);
-    int examples = 0;
-    while (std::getline(tail, line))
-        if (!line.empty()) {
-            CHECK_MESSAGE(line.starts_with("  tdctl "), line);
-            ++examples;
-        }
-    CHECK(examples == 3);
+    const auto examples = help_examples(usage.out);
+    CHECK(examples.size() >= 5);
+    auto any_has = [&](const std::string& word) {
+        return std::any_of(examples.begin(), examples.end(), [&](const auto& e) { return has_word(e, word); });
+    };
+    CHECK(any_has("deadlock"));
+    CHECK(any_has("locks"));
+
+    std::vector<std::string> tags;
+    for (const auto& item : tagged_items(section(read_all(TDCTL_MAN_SOURCE), "EXAMPLES")))
+        tags.push_back(item.tag);
+    for (const auto& e : examples) {
+        const auto pattern = example_pattern(e);
+        CHECK_MESSAGE(std::any_of(tags.begin(), tags.end(), [&](const auto& t) { return std::regex_match(t, pattern); }),
+                      "--help's example `", e, "` is not in the manual page's EXAMPLES");
+    }
 }
