@@ -40,8 +40,8 @@ bool batch::run_one(const script_line& line)
         failed_ = true;
         return false;
     }
-    if (run_.must_exit() || (run_.last_signal() == SIGINT && !prompt_follows_)) {
-        end_signal_ = run_.last_signal();
+    if (run_.loop().must_exit() || (run_.loop().last_signal() == SIGINT && !prompt_follows_)) {
+        end_signal_ = run_.loop().last_signal();
         return false;
     }
     return true;
@@ -82,7 +82,7 @@ bool batch::run_lines(const std::vector<script_line>& lines, bool ends_session)
     for (std::size_t i = 0; i < lines.size(); ++i) {
         run_.set_detach_follows(ends_session && i == last_command);
         run_.set_command_follows(i < last_command);
-        run_.poll_target();
+        run_.loop().poll_target();
         if (!run_.has_target()) {
             // The target is gone or detached; later commands have nothing to act on.
             note_not_run(rest(i), why_ended());
@@ -123,7 +123,7 @@ bool batch::run_stdin(signal_source& signals)
         // A terminal is read only while tdctl is in its foreground; from the
         // background it looks again now and then (`fg` sends no signal).
         const bool readable = owns_terminal(STDIN_FILENO);
-        run_.wait_for_input(readable ? STDIN_FILENO : -1, readable ? -1 : ptrace::waiter::repoll_ms);
+        run_.loop().wait_for_input(readable ? STDIN_FILENO : -1, readable ? -1 : ptrace::waiter::repoll_ms);
         pollfd fds[1] = {{readable ? STDIN_FILENO : -1, POLLIN, 0}};
         if (::poll(fds, 1, 0) < 0 && errno != EINTR)
             return true;
@@ -131,7 +131,7 @@ bool batch::run_stdin(signal_source& signals)
             end_signal_ = sig;
             return false;
         }
-        run_.poll_target();
+        run_.loop().poll_target();
         if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
             char buf[4096];
             ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);

@@ -456,7 +456,7 @@ void run_commands(const session_run& s, const std::vector<script_line>& scripts,
     // prompt follows (prompting is the one difference).
     if (!scripts.empty() && !s.commands.run_lines(scripts, !s.want_repl) && !(s.want_repl && s.commands.failed()))
         return;
-    if ((s.commands.failed() && !s.want_repl) || s.run.must_exit())
+    if ((s.commands.failed() && !s.want_repl) || s.run.loop().must_exit())
         return;
     // The prompt, a launch's watch and stdin all wait on something else than
     // the stopped target: a stop that lingers from the attach goes first.
@@ -499,7 +499,7 @@ int wait_for_launched_exit(const session_run& s, bool failed)
 {
     for (;;) {
         if (auto st = s.run.session().target().process().wait_launched_exit(100)) {
-            s.run.print_exit(*st);
+            s.run.loop().print_exit(*st);
             if (output_broken(s) || failed)
                 return exit_failed;
             return status_to_exit_code(*st);
@@ -547,15 +547,15 @@ int finish_session(const session_run& s)
     // Ctrl-C at the prompt only ends the running command; elsewhere it
     // ends tdctl (128 + SIGINT), as SIGTERM and SIGHUP always do.
     int end_signal = s.commands.end_signal();
-    if (end_signal == 0 && (s.run.must_exit() || (!s.want_repl && s.run.last_signal() == SIGINT)))
-        end_signal = s.run.last_signal();
+    if (end_signal == 0 && (s.run.loop().must_exit() || (!s.want_repl && s.run.loop().last_signal() == SIGINT)))
+        end_signal = s.run.loop().last_signal();
     if (s.trace != nullptr && s.run.has_target())
         s.trace->observe(s.run.session());  // the names threads end with
     if (s.run.has_target()) {
         s.run.session().detach();
         s.out.print(cmd::detached_record{s.run.session().target().pid(), seconds_since_start()});
     }
-    s.run.poll_target();  // reports an exit taken while detaching
+    s.run.loop().poll_target();  // reports an exit taken while detaching
     const bool trace_failed = !finish_trace(s);
     if (!s.run.has_session())   // an `attach` or `run` at the prompt failed
         return end_signal != 0 ? 128 + end_signal : output_broken(s) || failed || trace_failed ? exit_failed : 0;

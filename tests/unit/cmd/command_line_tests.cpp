@@ -2,7 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "cmd/command_line.hpp"
-#include "cmd/runner.hpp"
+#include "cmd/commands.hpp"
 
 using namespace tdctl::cmd;
 
