@@ -92,9 +92,13 @@ std::span<const command_entry> command_table()
          "  run queue for a CPU, from schedstat), %off (alive but neither: blocked, sleeping),\n"
          "  each in percent of one CPU over the interval, then cswch/s, nvcswch/s (voluntary\n"
          "  and involuntary context switches), minflt/s and majflt/s. A thread born or ended\n"
-         "  inside the interval counts from its birth or up to its exit. The process line sums\n"
-         "  every thread. --sort: cpu (%usr+%sys, the default), usr, sys, wait, off, cswch,\n"
-         "  nvcswch, minflt, majflt (highest first), tid, name; --limit N shows the first N.\n"
+         "  inside the interval counts from its birth or up to its exit. The process line is\n"
+         "  the process as one process, as pidstat's TGID line: %usr and %sys its CPU time in\n"
+         "  percent of one CPU (above 100 with several CPUs busy), the rates its threads'\n"
+         "  summed; its %wait and %off are shares of its threads' time alive added together\n"
+         "  (the thread-seconds it names). --sort: cpu (%usr+%sys, the default), usr, sys,\n"
+         "  wait, off, cswch, nvcswch, minflt, majflt (highest first), tid, name; --limit N\n"
+         "  shows the first N.\n"
          "  The target runs throughout; only /proc is read. Needs no `rusage start`."},
         {"lwpinfo", {}, cmd_lwpinfo, stop_use::releases,
          "lwpinfo [TID|all]\n  User and system CPU time of each LWP (_lwp_info), ns resolution."},
