@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "cmd/command_line.hpp"
+#include "cmd/commands.hpp"
 #include "cmd/terminal.hpp"
 #include "ptrace/waiter.hpp"
 
@@ -19,6 +21,16 @@ bool is_command(const std::string& text)
 {
     auto first = text.find_first_not_of(" \t\r");
     return first != std::string::npos && text[first] != '#';
+}
+
+// `quit` (or `q`, `exit`) with nothing after it.
+bool is_quit(const std::string& text)
+{
+    auto w = split_words(text);
+    if (!w || w->size() != 1)
+        return false;
+    const command_entry* command = find_command(w->front());
+    return command != nullptr && command->name == "quit";
 }
 
 }  // namespace
@@ -36,10 +48,9 @@ bool batch::run_one(const script_line& line)
         quit_ = true;
         return false;
     }
-    if (st == command_status::failed) {
+    // Its error record says what failed; the next line runs (gdb -batch -ex).
+    if (st == command_status::failed)
         failed_ = true;
-        return false;
-    }
     if (run_.loop().must_exit() || (run_.loop().last_signal() == SIGINT && !prompt_follows_)) {
         end_signal_ = run_.loop().last_signal();
         return false;
@@ -49,8 +60,6 @@ bool batch::run_one(const script_line& line)
 
 std::string batch::why_ended() const
 {
-    if (failed_)
-        return "the command before failed";
     if (quit_)
         return "quit";
     if (end_signal_ != 0)
@@ -61,9 +70,12 @@ std::string batch::why_ended() const
 void batch::note_not_run(const std::vector<script_line>& rest, const std::string& why)
 {
     std::vector<const script_line*> commands;
-    for (const auto& l : rest)
+    for (const auto& l : rest) {
+        if (is_quit(l.text))
+            break;
         if (is_command(l.text))
             commands.push_back(&l);
+    }
     if (commands.empty())
         return;
     out_.note(fmt::format("{}; {} command{} not run, from `{}` ({})", why, commands.size(),

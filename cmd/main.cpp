@@ -5,9 +5,10 @@
 // Exit status: a launched target's own status (128+N when killed by signal
 // N); after an attach session in batch mode 0, or 1 when the last command
 // found nothing there (TD_NOMSG, no event reported), 3 when it timed out (a
-// `stop --for` with no hit); 2 when the attach or launch fails or a batch
-// command fails (after a clean detach); 64 for a usage error; 128+N when
-// tdctl itself was ended by signal N.
+// `stop --for` with no hit); 2 when the attach or launch fails or any batch
+// command failed (the commands after it still run; the exit comes after a
+// clean detach); 64 for a usage error; 128+N when tdctl itself was ended by
+// signal N.
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -452,11 +453,11 @@ struct session_run {
 // The -e/-x lines, then the prompt, the default watch of a launch, or stdin.
 void run_commands(const session_run& s, const std::vector<script_line>& scripts, bool stdin_tty)
 {
-    // A failed -e/-x line ends them with or without a terminal; only the
-    // prompt follows (prompting is the one difference).
-    if (!scripts.empty() && !s.commands.run_lines(scripts, !s.want_repl) && !(s.want_repl && s.commands.failed()))
+    // Every -e/-x line runs, one after a failed one too (gdb -batch -ex);
+    // `quit`, a signal or the target's end stop them and what would follow.
+    if (!scripts.empty() && !s.commands.run_lines(scripts, !s.want_repl))
         return;
-    if ((s.commands.failed() && !s.want_repl) || s.run.loop().must_exit())
+    if (s.run.loop().must_exit())
         return;
     // The prompt, a launch's watch and stdin all wait on something else than
     // the stopped target: a stop that lingers from the attach goes first.
