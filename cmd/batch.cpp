@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "base/quoting.hpp"
 #include "cmd/command_line.hpp"
 #include "cmd/commands.hpp"
 #include "cmd/terminal.hpp"
@@ -79,7 +80,8 @@ void batch::note_not_run(const std::vector<script_line>& rest, const std::string
     if (commands.empty())
         return;
     out_.note(fmt::format("{}; {} command{} not run, from `{}` ({})", why, commands.size(),
-                          commands.size() == 1 ? "" : "s", commands.front()->text, commands.front()->where));
+                          commands.size() == 1 ? "" : "s", word_excerpt(commands.front()->text),
+                          commands.front()->where));
 }
 
 bool batch::run_lines(const std::vector<script_line>& lines, bool ends_session)

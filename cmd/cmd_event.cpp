@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "base/clock.hpp"
+#include "base/quoting.hpp"
 #include "cmd/commands.hpp"
 #include "cmd/records.hpp"
 #include "cmd/target_hold.hpp"
@@ -112,14 +113,15 @@ command_status event_mask(command_context& c, const words& w, const std::string&
         auto& changes = c.session().changes();
         auto r = set ? changes.thr_set_event(*th, mask) : changes.thr_clear_event(*th, mask);
         if (!r)
-            return c.check.td_error(r.error(), fmt::format("{}: event {} {} {}", where, verb, w[2], w[3]));
+            return c.check.td_error(r.error(),
+                                    fmt::format("{}: event {} {} {}", where, verb, word_excerpt(w[2]), w[3]));
         auto info = th->get_info();
         c.out.print(mask_record{w[3], info ? events::format_event_set(info->ti_events) : "?"});
         return command_status::ok;
     }
     auto r = set ? c.session().changes().ta_set_event(mask) : c.session().changes().ta_clear_event(mask);
     if (!r)
-        return c.check.td_error(r.error(), fmt::format("{}: event {} {}", where, verb, w[2]));
+        return c.check.td_error(r.error(), fmt::format("{}: event {} {}", where, verb, word_excerpt(w[2])));
     auto now = c.session().target().agent()->global_mask();
     c.out.print(mask_record{std::nullopt, now ? events::format_event_set(*now) : "?"});
     return command_status::ok;
@@ -141,7 +143,7 @@ command_status event_enable(command_context& c, const words& w, const std::strin
         return c.check.usage_error(where, "usage: event enable on|off [TID|all]");
     auto on = parse_on_off(w[2]);
     if (!on)
-        return c.check.usage_error(where, fmt::format("expected on or off, got '{}'", w[2]));
+        return c.check.usage_error(where, fmt::format("expected on or off, got {}", quoted_word(w[2])));
     if (!c.check.require_agent(where))
         return command_status::failed;
     target_hold hold(c.session(), c.out);
@@ -219,7 +221,8 @@ command_status cmd_event(command_context& c, const words& w, const std::string& 
     if (auto run = find_subcommand(subcommands, w[1]))
         return run(c, w, where);
     return c.check.usage_error(
-        where, fmt::format("unknown subcommand 'event {}'; expected addr, set, clear, enable or getmsg", w[1]));
+        where, fmt::format("unknown subcommand 'event {}'; expected addr, set, clear, enable or getmsg",
+                           word_excerpt(w[1])));
 }
 
 }  // namespace tdctl::cmd

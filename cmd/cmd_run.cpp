@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/clock.hpp"
+#include "base/quoting.hpp"
 #include "cmd/commands.hpp"
 #include "cmd/records.hpp"
 #include "cmd/summary_view.hpp"
@@ -101,7 +102,7 @@ std::optional<std::vector<td_event_e>> watch_events(command_context& c, const st
         return reported;
     }
     if (!unsupported.empty()) {
-        c.check.td_error(TD_NOEVENT, fmt::format("{}: watch {} ({} does not report {})", where, text,
+        c.check.td_error(TD_NOEVENT, fmt::format("{}: watch {} ({} does not report {})", where, word_excerpt(text),
                                                  agent->backend(), events::event_name(unsupported.front())));
         return std::nullopt;
     }
@@ -123,7 +124,7 @@ command_status cmd_stop(command_context& c, const words& w, const std::string& w
     if (!list || !c.check.require_agent(where))
         return command_status::failed;
     if (auto r = c.session().plant_stops(*list); !r)
-        return c.check.td_error(r.error(), fmt::format("{}: stop {}", where, options->operand));
+        return c.check.td_error(r.error(), fmt::format("{}: stop {}", where, word_excerpt(options->operand)));
 
     // A hint when nothing can report: the seed's flow needs the mask and the
     // enable flag set first.
@@ -204,7 +205,7 @@ command_status cmd_sleep(command_context& c, const words& w, const std::string& 
         return c.check.usage_error(where, "usage: sleep SECONDS");
     auto seconds = parse_duration(w[1]);
     if (!seconds)
-        return c.check.usage_error(where, fmt::format("bad duration '{}'", w[1]));
+        return c.check.usage_error(where, fmt::format("bad duration {}", quoted_word(w[1])));
     // "Let the target run": a target held at its entry point or by
     // `interrupt` runs now.
     if (c.target.has_target())

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/error.hpp"
+#include "base/quoting.hpp"
 #include "cmd/commands.hpp"
 #include "cmd/records.hpp"
 
@@ -38,7 +39,7 @@ command_status cmd_attach(command_context& c, const words& w, const std::string&
         return c.check.usage_error(where, "usage: attach PID");
     auto pid = parse_tid(w[1]);
     if (!pid)
-        return c.check.usage_error(where, fmt::format("'{}' is not a process ID", w[1]));
+        return c.check.usage_error(where, fmt::format("{} is not a process ID", quoted_word(w[1])));
     if (!may_start_session(c, where))
         return command_status::failed;
     // The last session goes first: its change journal holds the block the
@@ -67,7 +68,9 @@ command_status cmd_run(command_context& c, const words& w, const std::string& wh
         // or `sleep` runs it.
         start_session(c, core::session::launch(launch), true);
     } catch (const error& e) {
-        c.out.error(e.domain() == error_domain::os ? "launch" : "target", fmt::format("{}: {}", where, e.what()));
+        // A failed exec names the program as typed.
+        c.out.error(e.domain() == error_domain::os ? "launch" : "target",
+                    fmt::format("{}: {}", where, long_words_cut(e.what())));
         return command_status::failed;
     }
     return command_status::ok;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/clock.hpp"
+#include "base/quoting.hpp"
 #include "cmd/commands.hpp"
 #include "cmd/records.hpp"
 #include "core/lwp_usage.hpp"
@@ -238,13 +239,14 @@ command_status cmd_stats(command_context& c, const words& w, const std::string& 
     if (sub == "watch")
         return stats_watch(c, w, where);
     if (w.size() != 2)
-        return c.check.usage_error(where, fmt::format("usage: stats {}", sub));
+        return c.check.usage_error(where, fmt::format("usage: stats {}", word_excerpt(sub)));
     if (!c.check.require_target(where))
         return command_status::failed;
     if (auto run = find_subcommand(subcommands, sub))
         return run(c, w, where);
     return c.check.usage_error(
-        where, fmt::format("unknown subcommand 'stats {}'; expected enable, disable, reset, show or watch", sub));
+        where, fmt::format("unknown subcommand 'stats {}'; expected enable, disable, reset, show or watch",
+                           word_excerpt(sub)));
 }
 
 command_status cmd_rusage(command_context& c, const words& w, const std::string& where)
@@ -261,7 +263,8 @@ command_status cmd_rusage(command_context& c, const words& w, const std::string&
     if (auto run = find_subcommand(subcommands, w[1]))
         return run(c, w, where);
     return c.check.usage_error(where,
-                               fmt::format("unknown subcommand 'rusage {}'; expected start, stop or collect", w[1]));
+                               fmt::format("unknown subcommand 'rusage {}'; expected start, stop or collect",
+                                           word_excerpt(w[1])));
 }
 
 command_status cmd_lwpinfo(command_context& c, const words& w, const std::string& where)

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/clock.hpp"
+#include "base/quoting.hpp"
 #include "cmd/commands.hpp"
 #include "cmd/records.hpp"
 #include "cmd/usage_view.hpp"
@@ -19,8 +20,8 @@ command_status cmd_top(command_context& c, const words& w, const std::string& wh
         return command_status::failed;
     auto order = parse_top_column(options->sort.value_or("cpu"));
     if (!order)
-        return c.check.usage_error(where, fmt::format("unknown column '{}' for --sort; expected one of: {}",
-                                                      *options->sort, top_column_words));
+        return c.check.usage_error(where, fmt::format("unknown column {} for --sort; expected one of: {}",
+                                                      quoted_word(*options->sort), top_column_words));
     top_view view{c.session().target().pid(), {}, *order, options->limit};
     // The threads' exit stops close their rows; between samples the target
     // runs, and nothing but /proc is read.

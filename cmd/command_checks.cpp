@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/error.hpp"
+#include "base/quoting.hpp"
 #include "events/event_names.hpp"
 #include "ptrace/procfs.hpp"
 
@@ -79,7 +80,7 @@ std::optional<tid_t> command_checks::parse_tid_word(const std::string& text, con
 {
     auto tid = parse_tid(text);
     if (!tid) {
-        usage_error(where, fmt::format("'{}' is not {}", text, accepted));
+        usage_error(where, fmt::format("{} is not {}", quoted_word(text), accepted));
         return std::nullopt;
     }
     return tid_t{*tid};

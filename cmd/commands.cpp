@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "base/quoting.hpp"
 #include "cmd/records.hpp"
 
 namespace tdctl::cmd {
@@ -198,7 +199,7 @@ command_status cmd_help(command_context& c, const words& w, const std::string& w
     // `help event set` is the help of `event`: commands have one help text each.
     std::string text = help_text(w.size() >= 2 ? w[1] : "");
     if (text.empty())
-        return c.check.usage_error(where, fmt::format("no help for '{}'", w[1]));
+        return c.check.usage_error(where, fmt::format("no help for {}", quoted_word(w[1])));
     c.out.print(help_record{text});
     return command_status::ok;
 }

@@ -32,6 +32,7 @@
 #include "base/clock.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
+#include "base/quoting.hpp"
 #include "cmd/batch.hpp"
 #include "cmd/guardian.hpp"
 #include "cmd/output.hpp"
@@ -64,12 +65,12 @@ bool add_command_file(const std::string& path, std::vector<script_line>& lines, 
 {
     std::ifstream in(path);
     if (!in) {
-        error = fmt::format("cannot read command file {}: {}", path, std::strerror(errno));
+        error = fmt::format("cannot read command file {}: {}", word_excerpt(path), std::strerror(errno));
         return false;
     }
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-        error = fmt::format("cannot read command file {}: {}", path, std::strerror(EISDIR));
+        error = fmt::format("cannot read command file {}: {}", word_excerpt(path), std::strerror(EISDIR));
         return false;
     }
     std::string line;
@@ -219,6 +220,7 @@ int usage_error(const early_options& early, const std::string& message)
 /// What tdctl's own command line asks for.
 struct cli_options {
     std::string pid_text;                  ///< -p as given
+    bool pid_given = false;                ///< -p was given (its text may be empty)
     pid_t pid = 0;                         ///< -p, checked; 0 for a launch
     std::vector<std::string> program;      ///< the program to launch and its arguments
     bool json = false, batch = false, interactive = false, debug = false, agent = false, follow_loads = false;
@@ -248,7 +250,7 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts, 
                  "tdctl"};
     app.set_version_flag("--version", "tdctl 0.1.0");
     app.prefix_command();
-    app.add_option("-p,--pid", opts.pid_text, "attach to the running process PID")->type_name("PID");
+    auto* pid_option = app.add_option("-p,--pid", opts.pid_text, "attach to the running process PID")->type_name("PID");
     app.add_flag("--json", opts.json, "one JSON object per line");
     app.add_flag("--batch", opts.batch, "never start the interactive prompt");
     app.add_flag("-i,--interactive", opts.interactive, "start the prompt after -e/-x commands, also in launch mode");
@@ -289,8 +291,9 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts, 
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        return usage_error(early, e.what());
+        return usage_error(early, long_words_cut(e.what()));
     }
+    opts.pid_given = pid_option->count() > 0;
     // The option parser stops at the first word it does not know: the
     // program to launch, or (before any `--`) an unknown option.
     opts.program = app.remaining();
@@ -301,29 +304,30 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts, 
 // combinations. A usage error's exit status, or nullopt.
 std::optional<int> check_command_line(cli_options& opts, const early_options& early)
 {
-    if (!opts.pid_text.empty()) {
+    if (opts.pid_given) {
         char* end = nullptr;
         errno = 0;
         long v = std::strtol(opts.pid_text.c_str(), &end, 10);
         if (errno != 0 || end == opts.pid_text.c_str() || *end != '\0' || v <= 0 || v > 0x3fffffff)
-            return usage_error(early, fmt::format("-p: not a process ID: {}", opts.pid_text));
+            return usage_error(early, fmt::format("-p: not a process ID: {}",
+                                                  opts.pid_text.empty() ? "''" : word_excerpt(opts.pid_text)));
         opts.pid = static_cast<pid_t>(v);
     }
     auto& program = opts.program;
     if (!program.empty() && program.front() == "--")
         program.erase(program.begin());
     else if (!program.empty() && program.front().size() > 1 && program.front().starts_with("-"))
-        return usage_error(early, fmt::format("unknown option {}", program.front()));
+        return usage_error(early, fmt::format("unknown option {}", word_excerpt(program.front())));
     if ((opts.pid != 0) == !program.empty())
         return usage_error(early, opts.pid != 0
                                       ? fmt::format("give either -p PID or a program to launch, not both (got -p {} "
                                                     "and {})",
-                                                    opts.pid, program.front())
+                                                    opts.pid, word_excerpt(program.front()))
                                       : "nothing to do: give -p PID to attach, or -- PROG [ARGS] to launch");
     auto format = cmd::parse_trace_format(opts.trace_format_text);
     if (!format)
-        return usage_error(early,
-                           fmt::format("--trace-format: expected perfetto or json, not '{}'", opts.trace_format_text));
+        return usage_error(early, fmt::format("--trace-format: expected perfetto or json, not {}",
+                                              quoted_word(opts.trace_format_text)));
     opts.trace_format = *format;
     if (opts.trace_path.empty() && opts.trace_format_text != "perfetto")
         return usage_error(early, "--trace-format needs --trace FILE");
@@ -433,7 +437,8 @@ std::expected<std::unique_ptr<core::session>, int> start_session(const cli_optio
                 return std::unexpected(128 + sig);
             }
         const char* what_failed = opts.launched() ? "launch" : "attach";
-        out.error(e.domain() == error_domain::os ? what_failed : "target", e.what());
+        // A failed exec names the program as typed.
+        out.error(e.domain() == error_domain::os ? what_failed : "target", long_words_cut(e.what()));
         return std::unexpected(exit_failed);
     }
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "base/error.hpp"
+#include "base/quoting.hpp"
 #include "cmd/commands.hpp"
 
 namespace tdctl::cmd {
@@ -46,7 +47,8 @@ command_status runner::execute(const std::string& line, const std::string& where
         std::string names;
         for (const auto& c : command_table())
             names += (names.empty() ? "" : ", ") + std::string(c.name);
-        return checks_.usage_error(where, fmt::format("unknown command '{}'; expected one of: {}", w->front(), names));
+        return checks_.usage_error(
+            where, fmt::format("unknown command {}; expected one of: {}", quoted_word(w->front()), names));
     }
     const bool follows = std::exchange(command_follows_, false);
     share_stop_round(*command, follows);

@@ -1,8 +1,9 @@
 // Errors in a batch (commands on stdin, -e, -x, --batch) as gdb -batch
 // treats its -ex commands: the failed command prints its error record, the
 // commands after it run, and tdctl exits 2 at the end. Each case failed
-// before its fix: the first mistyped line ended the session, and `detach`
-// then `quit` said "1 command not run".
+// before its fix: the first mistyped line ended the session, a bad word was
+// echoed whole however long, `-p ''` was "nothing to do", and `detach` then
+// `quit` said "1 command not run".
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -122,6 +123,64 @@ TEST_SUITE("batch errors")
         CHECK(run.of_type("thread").size() == 2);
         CHECK(run.of_type("lwpinfo").size() == 2);
         CHECK(tracer_pid(t.pid()) == 0);
+    }
+
+    TEST_CASE("a 10 kB word is quoted by its first 80 bytes and its length, never whole")
+    {
+        require_attach();
+        sleeper_target t;
+        const std::string word(10240, 'w');
+        const std::string start = std::string(70, 'w');
+        for (const std::string& line :
+             {word, "sleep " + word, "top --sort " + word, "event set " + word, "event enable " + word, "help " + word,
+              "bt " + word, "stats " + word, "rusage " + word, "watch --for " + word, "attach " + word}) {
+            INFO("line: ", line.substr(0, 20), "...");
+            auto run = run_tdctl({"-p", t.pid_text(), "-e", line}, 30s);
+            INFO(run.describe());
+            CHECK(run.result.status.exit_code() == 2);
+            CHECK(contains(run.result.err, start + "..."));
+            CHECK(contains(run.result.err, " bytes)"));
+            CHECK(run.result.err.size() < 1000);
+        }
+        // On stdin too.
+        run_options input;
+        input.stdin_text = "frob" + word + "\nthreads\n";
+        auto run = run_tdctl({"-p", t.pid_text()}, 30s, input);
+        INFO(run.describe());
+        CHECK(run.result.status.exit_code() == 2);
+        CHECK(run.result.err.size() < 1000);
+        CHECK(contains(run.result.err, "stdin:1: unknown command 'frob" + std::string(76, 'w') + "...' (10244 bytes)"));
+        // In the note that names a command left unrun.
+        auto unrun = run_tdctl({"-p", t.pid_text(), "-e", "detach", "-e", "threads " + word}, 30s);
+        INFO(unrun.describe());
+        CHECK(unrun.result.status.exit_code() == 0);
+        CHECK(contains(unrun.result.out,
+                       "1 command not run, from `threads " + std::string(72, 'w') + "... (10248 bytes)` (-e 2)"));
+        CHECK(unrun.result.out.size() < 1000);
+        CHECK(tracer_pid(t.pid()) == 0);
+        // tdctl's own options as well.
+        for (const auto& args : std::vector<std::vector<std::string>>{
+                 {"-p", word}, {"--" + word}, {"-p", t.pid_text(), "--trace", "/dev/null", "--trace-format", word}}) {
+            auto usage = run_tdctl(args, 30s);
+            INFO(usage.describe());
+            CHECK(usage.result.status.exit_code() == 64);
+            CHECK(contains(usage.result.err, start + "..."));
+            CHECK(usage.result.err.size() < 400);
+        }
+        // A program that cannot run, named in the failed exec's message.
+        auto launch = run_tdctl({"--", "/" + word}, 30s);
+        INFO(launch.describe());
+        CHECK(launch.result.status.exit_code() == 2);
+        CHECK(contains(launch.result.err, start + "..."));
+        CHECK(launch.result.err.size() < 400);
+    }
+
+    TEST_CASE("-p '' is not a process ID")
+    {
+        auto run = run_tdctl({"-p", ""}, 30s);
+        INFO(run.describe());
+        CHECK(run.result.status.exit_code() == 64);
+        CHECK(contains(run.result.err, "-p: not a process ID: ''"));
     }
 
     TEST_CASE("`detach` then `quit`: no command is named as not run; exit 0")
