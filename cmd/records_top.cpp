@@ -120,7 +120,7 @@ json_record time_split_record::json() const
 std::string time_split_record::text() const
 {
     const std::string note = lifetime_note(born, ended);
-    const std::string who = folded != 0 ? fmt::format("{} more threads", folded)
+    const std::string who = folded != 0 ? fmt::format("{} more thread{}", folded, folded == 1 ? "" : "s")
                                         : fmt::format("thread {} ({}{})", tid, events::printable_name(name),
                                                       note.empty() ? "" : ", " + note);
     return fmt::format("{}: {}: on CPU {:.3f} s ({}), run-queue wait {:.3f} s ({}), off CPU {:.3f} s ({})", command,
