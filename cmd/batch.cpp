@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "base/quoting.hpp"
+#include "cmd/command_line.hpp"
+#include "cmd/commands.hpp"
 #include "cmd/terminal.hpp"
 #include "ptrace/waiter.hpp"
 
@@ -19,6 +22,16 @@ bool is_command(const std::string& text)
 {
     auto first = text.find_first_not_of(" \t\r");
     return first != std::string::npos && text[first] != '#';
+}
+
+// `quit` (or `q`, `exit`) with nothing after it.
+bool is_quit(const std::string& text)
+{
+    auto w = split_words(text);
+    if (!w || w->size() != 1)
+        return false;
+    const command_entry* command = find_command(w->front());
+    return command != nullptr && command->name == "quit";
 }
 
 }  // namespace
@@ -36,12 +49,11 @@ bool batch::run_one(const script_line& line)
         quit_ = true;
         return false;
     }
-    if (st == command_status::failed) {
+    // Its error record says what failed; the next line runs (gdb -batch -ex).
+    if (st == command_status::failed)
         failed_ = true;
-        return false;
-    }
-    if (run_.must_exit() || (run_.last_signal() == SIGINT && !prompt_follows_)) {
-        end_signal_ = run_.last_signal();
+    if (run_.loop().must_exit() || (run_.loop().last_signal() == SIGINT && !prompt_follows_)) {
+        end_signal_ = run_.loop().last_signal();
         return false;
     }
     return true;
@@ -49,8 +61,6 @@ bool batch::run_one(const script_line& line)
 
 std::string batch::why_ended() const
 {
-    if (failed_)
-        return "the command before failed";
     if (quit_)
         return "quit";
     if (end_signal_ != 0)
@@ -61,13 +71,17 @@ std::string batch::why_ended() const
 void batch::note_not_run(const std::vector<script_line>& rest, const std::string& why)
 {
     std::vector<const script_line*> commands;
-    for (const auto& l : rest)
+    for (const auto& l : rest) {
+        if (is_quit(l.text))
+            break;
         if (is_command(l.text))
             commands.push_back(&l);
+    }
     if (commands.empty())
         return;
     out_.note(fmt::format("{}; {} command{} not run, from `{}` ({})", why, commands.size(),
-                          commands.size() == 1 ? "" : "s", commands.front()->text, commands.front()->where));
+                          commands.size() == 1 ? "" : "s", word_excerpt(commands.front()->text),
+                          commands.front()->where));
 }
 
 bool batch::run_lines(const std::vector<script_line>& lines, bool ends_session)
@@ -82,7 +96,7 @@ bool batch::run_lines(const std::vector<script_line>& lines, bool ends_session)
     for (std::size_t i = 0; i < lines.size(); ++i) {
         run_.set_detach_follows(ends_session && i == last_command);
         run_.set_command_follows(i < last_command);
-        run_.poll_target();
+        run_.loop().poll_target();
         if (!run_.has_target()) {
             // The target is gone or detached; later commands have nothing to act on.
             note_not_run(rest(i), why_ended());
@@ -123,7 +137,7 @@ bool batch::run_stdin(signal_source& signals)
         // A terminal is read only while tdctl is in its foreground; from the
         // background it looks again now and then (`fg` sends no signal).
         const bool readable = owns_terminal(STDIN_FILENO);
-        run_.wait_for_input(readable ? STDIN_FILENO : -1, readable ? -1 : ptrace::waiter::repoll_ms);
+        run_.loop().wait_for_input(readable ? STDIN_FILENO : -1, readable ? -1 : ptrace::waiter::repoll_ms);
         pollfd fds[1] = {{readable ? STDIN_FILENO : -1, POLLIN, 0}};
         if (::poll(fds, 1, 0) < 0 && errno != EINTR)
             return true;
@@ -131,7 +145,7 @@ bool batch::run_stdin(signal_source& signals)
             end_signal_ = sig;
             return false;
         }
-        run_.poll_target();
+        run_.loop().poll_target();
         if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
             char buf[4096];
             ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);

@@ -1,8 +1,10 @@
 // Batch commands: -e/-x lines, and commands piped on stdin, run in order with
-// batch semantics (SPEC §8): the first failed command ends the batch, and so
-// do `quit`, a signal to tdctl and the target's exit; the commands left are
-// named in a note. The same with or without a terminal: only the prompt that
-// may follow differs.
+// batch semantics, as gdb -batch runs its -ex commands: a command that fails
+// prints its error record and the next one runs; the batch's exit status
+// says a command failed (2) once every line has run. `quit`, a signal to
+// tdctl and the target's exit or detach end the batch; the commands left
+// are then named in a note. The same with or without a terminal: only the
+// prompt that may follow differs.
 #pragma once
 
 #include <string>
@@ -28,9 +30,9 @@ public:
     /// Ctrl-C ends only the running command (as at the prompt).
     batch(runner& run, output& out, bool prompt_follows);
 
-    /// Runs the lines in order; false once the batch has ended (a failed
-    /// command, `quit`, a signal, or the target's exit or `detach` — then the
-    /// lines not run are named in a note). `ends_session`: the session
+    /// Runs the lines in order, a failed one included; false once the batch
+    /// has ended (`quit`, a signal, or the target's exit or `detach` — then
+    /// the commands not run are named in a note). `ends_session`: the session
     /// detaches after the last line (no prompt or stdin follows).
     bool run_lines(const std::vector<script_line>& lines, bool ends_session = false);
 
@@ -41,7 +43,7 @@ public:
     /// False once the batch has ended, true at end of input.
     bool run_stdin(signal_source& signals);
 
-    /// A command failed (batch exit status 2).
+    /// A command of the batch failed (exit status 2).
     bool failed() const { return failed_; }
     /// How the last command that ran ended: `nothing` (exit status 1) and
     /// `timed_out` (3) tell a script what an `ok` (0) would hide.
@@ -52,7 +54,8 @@ public:
 private:
     /// Runs one line; false when the batch ends here.
     bool run_one(const script_line& line);
-    /// Names the commands left unrun, and `why` they were not run.
+    /// Names the commands left unrun, and `why` they were not run: those up
+    /// to a `quit` among them (it would have ended the batch there).
     void note_not_run(const std::vector<script_line>& rest, const std::string& why);
     /// Why the batch ended before the line after the one that just ran.
     std::string why_ended() const;

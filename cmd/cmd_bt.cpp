@@ -1,46 +1,46 @@
 // `bt`: call stacks of the target's threads.
 #include <fmt/format.h>
 
+#include "cmd/commands.hpp"
 #include "cmd/records.hpp"
-#include "cmd/runner.hpp"
 #include "cmd/target_hold.hpp"
 
 namespace tdctl::cmd {
 
-command_status runner::cmd_bt(const words& w, const std::string& where)
+command_status cmd_bt(command_context& c, const words& w, const std::string& where)
 {
     if (w.size() > 2)
-        return usage_error(where, "usage: bt [TID|all]");
-    if (!require_target(where))
+        return c.check.usage_error(where, "usage: bt [TID|all]");
+    if (!c.check.require_target(where))
         return command_status::failed;
     std::vector<tid_t> lwps;
     if (w.size() == 2 && w[1] != "all") {
-        auto tid = parse_tid_word(w[1], where, "a thread ID (a TID from `threads`) or all");
+        auto tid = c.check.parse_tid_word(w[1], where, "a thread ID (a TID from `threads`) or all");
         if (!tid)
             return command_status::failed;
         lwps.push_back(*tid);
     }
     // Unwinding reads registers: every LWP must be in a ptrace-stop.
-    target_hold hold(*session_, out_);
+    target_hold hold(c.session(), c.out);
     if (lwps.empty())
-        lwps = session_->target().lwps();
+        lwps = c.session().target().lwps();
     command_status status = command_status::ok;
-    output::bulk batch(out_);
+    output::bulk batch(c.out);
     for (tid_t t : lwps) {
-        if (session_->target().process().find(t) == nullptr) {
-            out_.error("ESRCH", fmt::format("{}: bt {}: no thread {} in process {}", where, t.value, t.value,
-                                            session_->target().pid()));
+        if (c.session().target().process().find(t) == nullptr) {
+            c.out.error("ESRCH", fmt::format("{}: bt {}: no thread {} in process {}", where, t.value, t.value,
+                                             c.session().target().pid()));
             status = command_status::failed;
             continue;
         }
-        std::string name = session_->target().thread_name(t);
-        auto frames = session_->stacks().stack_of(t);
+        std::string name = c.session().target().thread_name(t);
+        auto frames = c.session().stacks().stack_of(t);
         if (!frames) {
-            out_.error("unwind", fmt::format("{}: bt {}: {}", where, t.value, frames.error()));
+            c.out.error("unwind", fmt::format("{}: bt {}: {}", where, t.value, frames.error()));
             status = command_status::failed;
             continue;
         }
-        out_.print(backtrace_record{t.value, std::move(name), std::move(*frames)});
+        c.out.print(backtrace_record{t.value, std::move(name), std::move(*frames)});
     }
     return status;
 }

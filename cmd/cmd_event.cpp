@@ -2,9 +2,9 @@
 #include <fmt/format.h>
 
 #include "base/clock.hpp"
+#include "base/quoting.hpp"
 #include "cmd/commands.hpp"
 #include "cmd/records.hpp"
-#include "cmd/runner.hpp"
 #include "cmd/target_hold.hpp"
 #include "events/event_names.hpp"
 #include "events/event_set.hpp"
@@ -55,40 +55,23 @@ enable_outcome enable_each(core::session& session, const std::vector<core::threa
     return out;
 }
 
-}  // namespace
-
-command_status runner::cmd_event(const words& w, const std::string& where)
-{
-    static const subcommand_entry subcommands[] = {
-        {"addr", &runner::cmd_event_addr},     {"set", &runner::cmd_event_set},
-        {"clear", &runner::cmd_event_clear},   {"enable", &runner::cmd_event_enable},
-        {"getmsg", &runner::cmd_event_getmsg},
-    };
-    if (w.size() < 2)
-        return usage_error(where, "usage: event addr|set|clear|enable|getmsg ... (see `help event`)");
-    if (auto run = find_subcommand(subcommands, w[1]))
-        return (this->*run)(w, where);
-    return usage_error(where,
-                       fmt::format("unknown subcommand 'event {}'; expected addr, set, clear, enable or getmsg", w[1]));
-}
-
-command_status runner::cmd_event_addr(const words& w, const std::string& where)
+command_status event_addr(command_context& c, const words& w, const std::string& where)
 {
     if (w.size() != 3)
-        return usage_error(where, "usage: event addr EVENTS");
-    auto list = parse_events(w[2], where);
+        return c.check.usage_error(where, "usage: event addr EVENTS");
+    auto list = c.check.parse_events(w[2], where);
     if (!list)
         return command_status::failed;
-    if (!require_agent(where))
+    if (!c.check.require_agent(where))
         return command_status::failed;
     // An event the library does not report is an answer (TD_NOEVENT), one
     // line per event; a failure to read the target is an error.
     bool any_address = false;
     command_status status = command_status::ok;
     for (td_event_e e : *list) {
-        auto addr = session_->target().agent()->reporting_address_of(e);
+        auto addr = c.session().target().agent()->reporting_address_of(e);
         if (!addr && addr.error() != TD_NOEVENT) {
-            td_error(addr.error(), fmt::format("{}: event addr {}", where, events::event_name(e)));
+            c.check.td_error(addr.error(), fmt::format("{}: event addr {}", where, events::event_name(e)));
             status = command_status::failed;
             continue;
         }
@@ -96,131 +79,150 @@ command_status runner::cmd_event_addr(const words& w, const std::string& where)
         rec.event = e;
         if (!addr) {
             rec.result = addr.error();
-            out_.print(rec);
+            c.out.print(rec);
             continue;
         }
         any_address = true;
         rec.address = addr->address.value;
         rec.symbol = addr->symbol;
-        if (const auto* site = session_->target().process().site_at(addr->address))
+        if (const auto* site = c.session().target().process().site_at(addr->address))
             rec.step_over = ptrace::step_over_name(site->kind());
-        out_.print(rec);
+        c.out.print(rec);
     }
     if (status == command_status::ok && !any_address)
         return command_status::nothing;
     return status;
 }
 
-command_status runner::cmd_event_set(const words& w, const std::string& where)
-{
-    return cmd_event_mask(w, where, true);
-}
-
-command_status runner::cmd_event_clear(const words& w, const std::string& where)
-{
-    return cmd_event_mask(w, where, false);
-}
-
-command_status runner::cmd_event_mask(const words& w, const std::string& where, bool set)
+command_status event_mask(command_context& c, const words& w, const std::string& where, bool set)
 {
     const char* verb = set ? "set" : "clear";
     if (w.size() != 3 && w.size() != 4)
-        return usage_error(where, fmt::format("usage: event {} EVENTS [TID]", verb));
-    auto list = parse_events(w[2], where);
+        return c.check.usage_error(where, fmt::format("usage: event {} EVENTS [TID]", verb));
+    auto list = c.check.parse_events(w[2], where);
     if (!list)
         return command_status::failed;
-    if (!require_agent(where))
+    if (!c.check.require_agent(where))
         return command_status::failed;
     auto mask = events::to_event_set(*list);
-    target_hold hold(*session_, out_);
+    target_hold hold(c.session(), c.out);
     if (w.size() == 4) {
-        auto th = handle_for(w[3], where);
+        auto th = c.check.handle_for(w[3], where);
         if (!th)
             return command_status::failed;
-        auto r = set ? session_->changes().thr_set_event(*th, mask) : session_->changes().thr_clear_event(*th, mask);
+        auto& changes = c.session().changes();
+        auto r = set ? changes.thr_set_event(*th, mask) : changes.thr_clear_event(*th, mask);
         if (!r)
-            return td_error(r.error(), fmt::format("{}: event {} {} {}", where, verb, w[2], w[3]));
+            return c.check.td_error(r.error(),
+                                    fmt::format("{}: event {} {} {}", where, verb, word_excerpt(w[2]), w[3]));
         auto info = th->get_info();
-        out_.print(mask_record{w[3], info ? events::format_event_set(info->ti_events) : "?"});
+        c.out.print(mask_record{w[3], info ? events::format_event_set(info->ti_events) : "?"});
         return command_status::ok;
     }
-    auto r = set ? session_->changes().ta_set_event(mask) : session_->changes().ta_clear_event(mask);
+    auto r = set ? c.session().changes().ta_set_event(mask) : c.session().changes().ta_clear_event(mask);
     if (!r)
-        return td_error(r.error(), fmt::format("{}: event {} {}", where, verb, w[2]));
-    auto now = session_->target().agent()->global_mask();
-    out_.print(mask_record{std::nullopt, now ? events::format_event_set(*now) : "?"});
+        return c.check.td_error(r.error(), fmt::format("{}: event {} {}", where, verb, word_excerpt(w[2])));
+    auto now = c.session().target().agent()->global_mask();
+    c.out.print(mask_record{std::nullopt, now ? events::format_event_set(*now) : "?"});
     return command_status::ok;
 }
 
-command_status runner::cmd_event_enable(const words& w, const std::string& where)
+command_status event_set(command_context& c, const words& w, const std::string& where)
+{
+    return event_mask(c, w, where, true);
+}
+
+command_status event_clear(command_context& c, const words& w, const std::string& where)
+{
+    return event_mask(c, w, where, false);
+}
+
+command_status event_enable(command_context& c, const words& w, const std::string& where)
 {
     if (w.size() != 3 && w.size() != 4)
-        return usage_error(where, "usage: event enable on|off [TID|all]");
+        return c.check.usage_error(where, "usage: event enable on|off [TID|all]");
     auto on = parse_on_off(w[2]);
     if (!on)
-        return usage_error(where, fmt::format("expected on or off, got '{}'", w[2]));
-    if (!require_agent(where))
+        return c.check.usage_error(where, fmt::format("expected on or off, got {}", quoted_word(w[2])));
+    if (!c.check.require_agent(where))
         return command_status::failed;
-    target_hold hold(*session_, out_);
+    target_hold hold(c.session(), c.out);
     std::vector<core::thread_handle> targets;
     if (w.size() == 4 && w[3] != "all") {
-        auto th = handle_for(w[3], where);
+        auto th = c.check.handle_for(w[3], where);
         if (!th)
             return command_status::failed;
         targets.push_back(*th);
     } else {
-        auto list = session_->target().agent()->thr_iter();
+        auto list = c.session().target().agent()->thr_iter();
         if (!list)
-            return td_error(list.error(), fmt::format("{}: event enable", where));
+            return c.check.td_error(list.error(), fmt::format("{}: event enable", where));
         targets = *list;
     }
-    const auto done = enable_each(*session_, targets, *on);
+    const auto done = enable_each(c.session(), targets, *on);
     for (const auto& row : done.rows)
-        out_.print(row);
+        c.out.print(row);
     if (done.failure)
-        return td_error(*done.failure, fmt::format("{}: event enable {}", where, w[2]));
+        return c.check.td_error(*done.failure, fmt::format("{}: event enable {}", where, w[2]));
     using which = enable_count_record::which;
     if (done.ended != 0)
-        out_.print(enable_count_record{which::ended, done.ended, *on});
+        c.out.print(enable_count_record{which::ended, done.ended, *on});
     if (done.starting != 0)
-        out_.print(enable_count_record{which::starting, done.starting, *on});
+        c.out.print(enable_count_record{which::starting, done.starting, *on});
     return command_status::ok;
 }
 
-command_status runner::cmd_event_getmsg(const words& w, const std::string& where)
+command_status event_getmsg(command_context& c, const words& w, const std::string& where)
 {
     if (w.size() != 2 && w.size() != 3)
-        return usage_error(where, "usage: event getmsg [TID]");
-    if (!require_agent(where))
+        return c.check.usage_error(where, "usage: event getmsg [TID]");
+    if (!c.check.require_agent(where))
         return command_status::failed;
     std::optional<core::thread_handle> th;
     if (w.size() == 3) {
-        th = handle_for(w[2], where);
+        th = c.check.handle_for(w[2], where);
         if (!th)
             return command_status::failed;
     }
     // The message list is edited in place: no thread may push meanwhile.
     auto msg = [&] {
-        target_hold hold(*session_, out_);
-        return th ? th->event_getmsg() : session_->target().agent()->event_getmsg();
+        target_hold hold(c.session(), c.out);
+        return th ? th->event_getmsg() : c.session().target().agent()->event_getmsg();
     }();
     if (!msg && msg.error() == TD_NOMSG) {
         // An expected outcome, not a failure.
-        out_.print(no_message_record{th ? std::optional<int>(std::stoi(w[2])) : std::nullopt});
+        c.out.print(no_message_record{th ? std::optional<int>(std::stoi(w[2])) : std::nullopt});
         return command_status::nothing;
     }
     if (!msg)
-        return td_error(msg.error(), fmt::format("{}: event getmsg", where));
+        return c.check.td_error(msg.error(), fmt::format("{}: event getmsg", where));
     events::event_message m;
     m.event = msg->event;
     m.handle = msg->handle;
     m.data = msg->data;
-    m.tid = session_->target().lwp_of(msg->handle);
-    m.ns_tid = session_->target().foreign_ns_tid(m.tid);
-    m.name = m.tid.value ? session_->target().thread_name(m.tid) : std::string();
+    m.tid = c.session().target().lwp_of(msg->handle);
+    m.ns_tid = c.session().target().foreign_ns_tid(m.tid);
+    m.name = m.tid.value ? c.session().target().thread_name(m.tid) : std::string();
     m.time = seconds_since_start();
-    out_.event(m);
+    c.out.event(m);
     return command_status::ok;
+}
+
+}  // namespace
+
+command_status cmd_event(command_context& c, const words& w, const std::string& where)
+{
+    static const subcommand_entry subcommands[] = {
+        {"addr", event_addr},     {"set", event_set},       {"clear", event_clear},
+        {"enable", event_enable}, {"getmsg", event_getmsg},
+    };
+    if (w.size() < 2)
+        return c.check.usage_error(where, "usage: event addr|set|clear|enable|getmsg ... (see `help event`)");
+    if (auto run = find_subcommand(subcommands, w[1]))
+        return run(c, w, where);
+    return c.check.usage_error(
+        where, fmt::format("unknown subcommand 'event {}'; expected addr, set, clear, enable or getmsg",
+                           word_excerpt(w[1])));
 }
 
 }  // namespace tdctl::cmd

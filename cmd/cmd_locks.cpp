@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "base/clock.hpp"
+#include "cmd/commands.hpp"
 #include "cmd/lock_view.hpp"
-#include "cmd/runner.hpp"
 #include "cmd/trace_output.hpp"
 #include "events/event_names.hpp"
 #include "events/lock_contention.hpp"
@@ -54,68 +54,46 @@ private:
     core::session& s_;
 };
 
-}  // namespace
-
-std::optional<std::vector<td_event_e>> runner::lock_watch_events(const std::string& where)
+// `locks`' events: TD_LOCK_TRY, TD_SLEEP, TD_READY (and TD_PRI_INHERIT
+// when reported); nullopt after the error that says the agent is needed.
+std::optional<std::vector<td_event_e>> lock_watch_events(command_context& c, const std::string& where)
 {
-    auto* agent = session_->target().agent();
+    auto* agent = c.session().target().agent();
     std::vector<td_event_e> list;
     for (td_event_e e : lock_events) {
         if (agent->reporting_address_of(e))
             list.push_back(e);
         else if (e != TD_PRI_INHERIT) {
-            td_error(TD_NOEVENT, fmt::format("{}: locks needs the agent's lock events ({} does not report {}); "
-                                             "run the program with --agent",
-                                             where, agent->backend(), events::event_name(e)));
+            c.check.td_error(TD_NOEVENT,
+                             fmt::format("{}: locks needs the agent's lock events ({} does not report {}); "
+                                         "run the program with --agent",
+                                         where, agent->backend(), events::event_name(e)));
             return std::nullopt;
         }
     }
     return list;
 }
 
-void runner::print_locks(const events::lock_contention& counts, std::size_t report, double span, std::size_t top)
+// One `locks` report: its head and the first `top` locks.
+void print_locks(command_context& c, const events::lock_contention& counts, std::size_t report, double span,
+                 std::size_t top)
 {
     auto locks = counts.report(locks_sites_per_lock);
     const std::size_t shown = std::min(top, locks.size());
-    output::bulk batch(out_);
-    out_.print(locks_report_record{report, span, locks.size(), shown, counts.contentions(), counts.try_failures(),
-                                   seconds_since_start()});
+    output::bulk batch(c.out);
+    c.out.print(locks_report_record{report, span, locks.size(), shown, counts.contentions(), counts.try_failures(),
+                                    seconds_since_start()});
     for (std::size_t i = 0; i < shown; ++i) {
-        code_location where = locate(*session_, locks[i].address);
-        out_.print(lock_record{report, i + 1, std::move(locks[i]), std::move(where)});
+        code_location where = locate(c.session(), locks[i].address);
+        c.out.print(lock_record{report, i + 1, std::move(locks[i]), std::move(where)});
     }
 }
 
-command_status runner::cmd_locks(const words& w, const std::string& where)
-{
-    static constexpr run_option_grammar grammar{
-        option_for | option_interval | option_top | option_bt, run_option_grammar::operand_kind::none,
-        " (e.g. 5, 2.5s, 500ms)", "usage: locks [--for SECONDS] [--interval SECONDS] [--top N] [--bt=DEPTH]"};
-    auto options = parse_options(w, 1, grammar, where);
-    if (!options || !require_agent(where))
-        return command_status::failed;
-    auto list = lock_watch_events(where);
-    if (!list)
-        return command_status::failed;
-    if (auto r = session_->arm(*list); !r)
-        return td_error(r.error(), fmt::format("{}: locks", where));
-    const auto top = static_cast<std::size_t>(options->top.value_or(locks_default_top));
-    const auto depth = options->bt.value_or(locks_default_depth);
-    events::lock_contention counts(static_cast<std::size_t>(depth));
-    {
-        lock_probe_scope probes(*session_, static_cast<int>(depth));
-        if (trace_ != nullptr)
-            trace_->observe(*session_);
-        let_run();
-        run_lock_reports(counts, options->for_seconds, options->interval, top);
-    }
-    if (session_->is_alive() && !detach_follows_ && !must_exit_)
-        session_->disarm();
-    return command_status::ok;
-}
-
-void runner::run_lock_reports(events::lock_contention& counts, std::optional<double> for_seconds,
-                              std::optional<double> interval, std::size_t top)
+// Runs the target, counting lock events into `counts`: one report at the
+// end (after `for_seconds`, Ctrl-C or the exit), or one per `interval`
+// each over its own interval.
+void run_lock_reports(command_context& c, events::lock_contention& counts, std::optional<double> for_seconds,
+                      std::optional<double> interval, std::size_t top)
 {
     const double start = seconds_since_start();
     // Threads the trace has a track for: one born since the last listing
@@ -123,14 +101,14 @@ void runner::run_lock_reports(events::lock_contention& counts, std::optional<dou
     std::unordered_set<pid_t> traced;
     auto on_event = [&](const session_event& ev) {
         if (ev.what != session_event::kind::message) {
-            show(ev);
+            c.loop.show(ev);
             return false;
         }
         counts.add(ev.message);
-        if (trace_ != nullptr) {
+        if (c.trace != nullptr) {
             if (traced.insert(ev.message.tid.value).second)
-                trace_->observe(*session_);
-            trace_->write(ev.message);
+                c.trace->observe(c.session());
+            c.trace->write(ev.message);
         }
         return false;
     };
@@ -139,15 +117,45 @@ void runner::run_lock_reports(events::lock_contention& counts, std::optional<dou
         std::optional<double> step = interval ? interval : for_seconds;
         if (for_seconds)
             step = std::min(step.value_or(*for_seconds), start + *for_seconds - span_start);
-        auto end = run_until(step, on_event);
+        auto end = c.loop.run_until(step, on_event);
         const double now = seconds_since_start();
-        print_locks(counts, report, now - span_start, top);
+        print_locks(c, counts, report, now - span_start, top);
         const bool more = end == run_end::timeout && interval && (!for_seconds || now - start < *for_seconds - 1e-3);
         if (!more)
             return;
         counts.clear();
         span_start = now;
     }
+}
+
+}  // namespace
+
+command_status cmd_locks(command_context& c, const words& w, const std::string& where)
+{
+    static constexpr run_option_grammar grammar{
+        option_for | option_interval | option_top | option_bt, run_option_grammar::operand_kind::none,
+        " (e.g. 5, 2.5s, 500ms)", "usage: locks [--for SECONDS] [--interval SECONDS] [--top N] [--bt=DEPTH]"};
+    auto options = c.check.parse_options(w, 1, grammar, where);
+    if (!options || !c.check.require_agent(where))
+        return command_status::failed;
+    auto list = lock_watch_events(c, where);
+    if (!list)
+        return command_status::failed;
+    if (auto r = c.session().arm(*list); !r)
+        return c.check.td_error(r.error(), fmt::format("{}: locks", where));
+    const auto top = static_cast<std::size_t>(options->top.value_or(locks_default_top));
+    const auto depth = options->bt.value_or(locks_default_depth);
+    events::lock_contention counts(static_cast<std::size_t>(depth));
+    {
+        lock_probe_scope probes(c.session(), static_cast<int>(depth));
+        if (c.trace != nullptr)
+            c.trace->observe(c.session());
+        c.loop.let_run();
+        run_lock_reports(c, counts, options->for_seconds, options->interval, top);
+    }
+    if (c.session().is_alive() && !c.detach_follows && !c.loop.must_exit())
+        c.session().disarm();
+    return command_status::ok;
 }
 
 }  // namespace tdctl::cmd

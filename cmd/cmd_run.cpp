@@ -1,13 +1,11 @@
 // The commands that let the target run or end its session: `stop`, `watch`,
-// `sleep`, `continue`, `interrupt`, `detach`, `kill`.
-#include <csignal>
-#include <poll.h>
-
+// `sleep`, `continue`, `interrupt`, `detach`, `kill`, `quit`.
 #include <fmt/format.h>
 
 #include "base/clock.hpp"
+#include "base/quoting.hpp"
+#include "cmd/commands.hpp"
 #include "cmd/records.hpp"
-#include "cmd/runner.hpp"
 #include "cmd/summary_view.hpp"
 #include "cmd/trace_output.hpp"
 #include "cmd/usage_view.hpp"
@@ -62,57 +60,36 @@ const char* end_reason(run_end end)
     return "detached";
 }
 
-}  // namespace
+// At most this many rows in a time split; the other threads are summed in one.
+constexpr std::size_t time_split_max_rows = 32;
+// The rows of a time split that can show a thread by name: the first
+// time_split_max_rows, or all of max + 1 (time_split_rows() folds no lone row).
+constexpr std::size_t time_split_named_rows = time_split_max_rows + 1;
 
-command_status runner::cmd_stop(const words& w, const std::string& where)
+// The split of every thread's time over the run of `command` ("watch",
+// "sleep"), from the usage window taken at its end.
+void print_time_split(command_context& c, const std::string& command, const core::window_usage& split)
 {
-    static constexpr run_option_grammar grammar{option_for, run_option_grammar::operand_kind::any, "",
-                                                "usage: stop EVENTS [--for SECONDS]"};
-    auto options = parse_options(w, 1, grammar, where);
-    if (!options)
-        return command_status::failed;
-    if (options->operand.empty())
-        return usage_error(where, std::string(grammar.usage));
-    auto list = parse_events(options->operand, where);
-    if (!list || !require_agent(where))
-        return command_status::failed;
-    if (auto r = session_->watch().plant_stops(*list); !r)
-        return td_error(r.error(), fmt::format("{}: stop {}", where, options->operand));
-
-    // A hint when nothing can report: the seed's flow needs the mask and the
-    // enable flag set first.
-    if (auto g = session_->target().agent()->global_mask()) {
-        if (auto missing = missing_from(*g, *list); !missing.empty())
-            out_.note(fmt::format("note: {} not in the global event mask; threads report only what their mask or "
-                                  "the global mask holds (`event set {}`, `event enable on all`)",
-                                  join_events(missing), join_events(missing)));
-    }
-    let_run();
-    bool stopped = false;
-    auto end = run_until(options->for_seconds, [&](const session_event& ev) {
-        show(ev);
-        stopped = ev.what == session_event::kind::stopped_at_event;
-        return stopped;
-    });
-    if (!stopped && session_->is_alive()) {
-        session_->clear_stops();
-        if (end == run_end::timeout) {
-            out_.note(fmt::format("no {} within {} s", join_events(*list), *options->for_seconds));
-            return command_status::timed_out;
-        }
-        if (end == run_end::signal)
-            out_.note("interrupted");
-    }
-    return command_status::ok;
+    if (split.lwps.empty())
+        return;
+    const pid_t pid = c.session().target().pid();
+    auto rows = time_split_rows(split, command, pid, seconds_since_start(), time_split_max_rows);
+    output::bulk batch(c.out);
+    c.out.heading(time_split_heading(command, rows.front().duration));
+    for (const auto& row : rows)
+        c.out.print(row);
 }
 
-std::optional<std::vector<td_event_e>> runner::watch_events(const std::string& text, const std::string& where)
+// `watch`'s events: EVENTS checked against what the library reports, or
+// every event it reports when `text` is empty. nullopt after an error.
+std::optional<std::vector<td_event_e>> watch_events(command_context& c, const std::string& text,
+                                                    const std::string& where)
 {
-    auto* agent = session_->target().agent();
+    auto* agent = c.session().target().agent();
     std::vector<td_event_e> reported = agent->supported_events();
     if (text.empty())
         return reported;
-    auto parsed = parse_events(text, where);
+    auto parsed = c.check.parse_events(text, where);
     if (!parsed)
         return std::nullopt;
     std::vector<td_event_e> unsupported;
@@ -121,150 +98,176 @@ std::optional<std::vector<td_event_e>> runner::watch_events(const std::string& t
             unsupported.push_back(e);
     if (text == "all") {
         if (!unsupported.empty())
-            out_.note(fmt::format("note: {} reports only {}", agent->backend(), join_events(reported)));
+            c.out.note(fmt::format("note: {} reports only {}", agent->backend(), join_events(reported)));
         return reported;
     }
     if (!unsupported.empty()) {
-        td_error(TD_NOEVENT, fmt::format("{}: watch {} ({} does not report {})", where, text, agent->backend(),
-                                         events::event_name(unsupported.front())));
+        c.check.td_error(TD_NOEVENT, fmt::format("{}: watch {} ({} does not report {})", where, word_excerpt(text),
+                                                 agent->backend(), events::event_name(unsupported.front())));
         return std::nullopt;
     }
     return parsed;
 }
 
-command_status runner::cmd_watch(const words& w, const std::string& where)
+}  // namespace
+
+command_status cmd_stop(command_context& c, const words& w, const std::string& where)
+{
+    static constexpr run_option_grammar grammar{option_for, run_option_grammar::operand_kind::any, "",
+                                                "usage: stop EVENTS [--for SECONDS]"};
+    auto options = c.check.parse_options(w, 1, grammar, where);
+    if (!options)
+        return command_status::failed;
+    if (options->operand.empty())
+        return c.check.usage_error(where, std::string(grammar.usage));
+    auto list = c.check.parse_events(options->operand, where);
+    if (!list || !c.check.require_agent(where))
+        return command_status::failed;
+    if (auto r = c.session().watch().plant_stops(*list); !r)
+        return c.check.td_error(r.error(), fmt::format("{}: stop {}", where, word_excerpt(options->operand)));
+
+    // A hint when nothing can report: the seed's flow needs the mask and the
+    // enable flag set first.
+    if (auto g = c.session().target().agent()->global_mask()) {
+        if (auto missing = missing_from(*g, *list); !missing.empty())
+            c.out.note(fmt::format("note: {} not in the global event mask; threads report only what their mask or "
+                                   "the global mask holds (`event set {}`, `event enable on all`)",
+                                   join_events(missing), join_events(missing)));
+    }
+    c.loop.let_run();
+    bool stopped = false;
+    auto end = c.loop.run_until(options->for_seconds, [&](const session_event& ev) {
+        c.loop.show(ev);
+        stopped = ev.what == session_event::kind::stopped_at_event;
+        return stopped;
+    });
+    if (!stopped && c.session().is_alive()) {
+        c.session().clear_stops();
+        if (end == run_end::timeout) {
+            c.out.note(fmt::format("no {} within {} s", join_events(*list), *options->for_seconds));
+            return command_status::timed_out;
+        }
+        if (end == run_end::signal)
+            c.out.note("interrupted");
+    }
+    return command_status::ok;
+}
+
+command_status cmd_watch(command_context& c, const words& w, const std::string& where)
 {
     static constexpr run_option_grammar grammar{option_for | option_count | option_bt,
                                                 run_option_grammar::operand_kind::plain, " (e.g. 5, 2.5s, 500ms)",
                                                 "usage: watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]]"};
-    auto options = parse_options(w, 1, grammar, where);
-    if (!options || !require_agent(where))
+    auto options = c.check.parse_options(w, 1, grammar, where);
+    if (!options || !c.check.require_agent(where))
         return command_status::failed;
-    auto list = watch_events(options->operand, where);
+    auto list = watch_events(c, options->operand, where);
     if (!list)
         return command_status::failed;
-    if (auto r = session_->arm(*list); !r)
-        return td_error(r.error(), fmt::format("{}: watch", where));
-    core::usage_window_scope usage(session_->accounting(), core::counter_depth::times, time_split_named_rows);
-    event_stacks_scope stacks(*session_, static_cast<int>(options->bt.value_or(0)));
-    if (trace_ != nullptr)
-        trace_->observe(*session_);
-    const std::size_t summary_mark = summary_.mark();
-    let_run();
+    if (auto r = c.session().arm(*list); !r)
+        return c.check.td_error(r.error(), fmt::format("{}: watch", where));
+    core::usage_window_scope usage(c.session().accounting(), core::counter_depth::times, time_split_named_rows);
+    event_stacks_scope stacks(c.session(), static_cast<int>(options->bt.value_or(0)));
+    if (c.trace != nullptr)
+        c.trace->observe(c.session());
+    const std::size_t summary_mark = c.summary.mark();
+    c.loop.let_run();
 
     const auto count = options->count;
     long long seen = 0;
-    auto end = run_until(options->for_seconds, [&](const session_event& ev) {
+    auto end = c.loop.run_until(options->for_seconds, [&](const session_event& ev) {
         if (ev.what != session_event::kind::message) {
-            show(ev);
+            c.loop.show(ev);
             return false;
         }
-        out_.event(ev.message);
+        c.out.event(ev.message);
         ++seen;
         return count && seen >= *count;
     });
-    auto split = session_->accounting().take_usage_window();
+    auto split = c.session().accounting().take_usage_window();
     // Closed before the disarm: its settling takes every late exit stop,
     // and none of them need reading any more. Detach puts back what arm
     // changed anyway (the session's originals): a watch it follows leaves
     // the disarm to it.
-    session_->accounting().close_usage_window();
-    if (session_->is_alive() && !detach_follows_ && !must_exit_)
-        session_->disarm();
-    out_.print(watch_end_record{seen, end_reason(end), seconds_since_start()});
-    print_time_split("watch", split);
+    c.session().accounting().close_usage_window();
+    if (c.session().is_alive() && !c.detach_follows && !c.loop.must_exit())
+        c.session().disarm();
+    c.out.print(watch_end_record{seen, end_reason(end), seconds_since_start()});
+    print_time_split(c, "watch", split);
     if (seen > 0)
-        print_summary("watch", summary_.counts(summary_mark), summary_default_top);
+        print_summary(c, "watch", c.summary.counts(summary_mark), summary_default_top);
     return command_status::ok;
 }
 
-command_status runner::cmd_sleep(const words& w, const std::string& where)
+command_status cmd_sleep(command_context& c, const words& w, const std::string& where)
 {
     if (w.size() != 2)
-        return usage_error(where, "usage: sleep SECONDS");
+        return c.check.usage_error(where, "usage: sleep SECONDS");
     auto seconds = parse_duration(w[1]);
     if (!seconds)
-        return usage_error(where, fmt::format("bad duration '{}'", w[1]));
+        return c.check.usage_error(where, fmt::format("bad duration {}", quoted_word(w[1])));
     // "Let the target run": a target held at its entry point or by
     // `interrupt` runs now.
-    if (has_target())
-        let_run();
-    if (has_target()) {
-        core::usage_window_scope usage(session_->accounting(), core::counter_depth::times, time_split_named_rows);
-        run_for(seconds);
-        print_time_split("sleep", session_->accounting().take_usage_window());
+    if (c.target.has_target())
+        c.loop.let_run();
+    if (c.target.has_target()) {
+        core::usage_window_scope usage(c.session().accounting(), core::counter_depth::times, time_split_named_rows);
+        c.loop.run_for(seconds);
+        print_time_split(c, "sleep", c.session().accounting().take_usage_window());
         return command_status::ok;
     }
     // Nothing to service: just wait, still interruptible.
-    pollfd p{signals_.fd(), POLLIN, 0};
-    ::poll(&p, 1, static_cast<int>(*seconds * 1000));
-    if (int sig = signals_.take(); sig != 0)
-        take_signal(sig);
+    c.loop.pause(*seconds);
     return command_status::ok;
-}
-
-void runner::print_time_split(const std::string& command, const core::window_usage& split)
-{
-    if (split.lwps.empty())
-        return;
-    auto rows = time_split_rows(split, command, session_->target().pid(), seconds_since_start(), time_split_max_rows);
-    output::bulk batch(out_);
-    out_.heading(time_split_heading(command, rows.front().duration));
-    for (const auto& row : rows)
-        out_.print(row);
 }
 
 // ---------------------------------------------------------------- run control
 
-bool runner::bare_command_ready(const words& w, const std::string& where, const char* name)
+command_status cmd_continue(command_context& c, const words& w, const std::string& where)
 {
-    if (w.size() != 1) {
-        usage_error(where, fmt::format("usage: {}", name));
-        return false;
-    }
-    return require_target(where);
-}
-
-command_status runner::cmd_continue(const words& w, const std::string& where)
-{
-    if (!bare_command_ready(w, where, "continue"))
+    if (!c.check.bare_command_ready(w, where, "continue"))
         return command_status::failed;
-    if (!session_->is_held()) {
-        out_.note("the target is already running");
+    if (!c.session().is_held()) {
+        c.out.note("the target is already running");
         return command_status::ok;
     }
-    session_->resume();
-    out_.print(continued_record{session_->target().pid()});
+    c.session().resume();
+    c.out.print(continued_record{c.session().target().pid()});
     return command_status::ok;
 }
 
-command_status runner::cmd_interrupt(const words& w, const std::string& where)
+command_status cmd_interrupt(command_context& c, const words& w, const std::string& where)
 {
-    if (!bare_command_ready(w, where, "interrupt"))
+    if (!c.check.bare_command_ready(w, where, "interrupt"))
         return command_status::failed;
-    session_->interrupt();
-    out_.print(interrupted_record{session_->target().pid(), session_->target().lwps().size()});
+    c.session().interrupt();
+    c.out.print(interrupted_record{c.session().target().pid(), c.session().target().lwps().size()});
     return command_status::ok;
 }
 
-command_status runner::cmd_detach(const words& w, const std::string& where)
+command_status cmd_detach(command_context& c, const words& w, const std::string& where)
 {
-    if (!bare_command_ready(w, where, "detach"))
+    if (!c.check.bare_command_ready(w, where, "detach"))
         return command_status::failed;
-    session_->detach();
-    detached_ = true;
-    out_.print(detached_record{session_->target().pid(), seconds_since_start()});
+    c.session().detach();
+    c.target.note_detached();
+    c.out.print(detached_record{c.session().target().pid(), seconds_since_start()});
     return command_status::ok;
 }
 
-command_status runner::cmd_kill(const words& w, const std::string& where)
+command_status cmd_kill(command_context& c, const words& w, const std::string& where)
 {
-    if (!bare_command_ready(w, where, "kill"))
+    if (!c.check.bare_command_ready(w, where, "kill"))
         return command_status::failed;
-    session_->kill();
-    if (auto st = session_->target().process().exit_status())
-        note_exit(*st);
+    c.session().kill();
+    if (auto st = c.session().target().process().exit_status())
+        c.loop.note_exit(*st);
     return command_status::ok;
+}
+
+command_status cmd_quit(command_context&, const words&, const std::string&)
+{
+    return command_status::quit;
 }
 
 }  // namespace tdctl::cmd

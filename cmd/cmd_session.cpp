@@ -3,67 +3,74 @@
 #include <fmt/format.h>
 
 #include "base/error.hpp"
+#include "base/quoting.hpp"
+#include "cmd/commands.hpp"
 #include "cmd/records.hpp"
-#include "cmd/runner.hpp"
 
 namespace tdctl::cmd {
 
-bool runner::may_start_session(const std::string& where)
+namespace {
+
+// No target to act on, so `attach` or `run` may start one; false after the
+// error that names the current target.
+bool may_start_session(command_context& c, const std::string& where)
 {
-    poll_target();
-    if (!has_target())
+    c.loop.poll_target();
+    if (!c.target.has_target())
         return true;
-    out_.error("usage", fmt::format("{}: already {} process {}; `detach` (or `kill`) first", where,
-                                    launched_ ? "running" : "attached to", session_->target().pid()));
+    c.out.error("usage", fmt::format("{}: already {} process {}; `detach` (or `kill`) first", where,
+                                     c.target.launched() ? "running" : "attached to", c.session().target().pid()));
     return false;
 }
 
-void runner::start_session(std::unique_ptr<core::session> next, bool launched)
+// Makes `next` the session commands act on (after `attach` or `run`).
+void start_session(command_context& c, std::unique_ptr<core::session> next, bool launched)
 {
-    session_ = std::move(next);
-    launched_ = launched;
-    exit_status_.reset();
-    detached_ = false;
-    out_.set_pid(session_->target().pid());
-    out_.print(start_record_of(*session_, launched));
+    c.target.start(std::move(next), launched);
+    c.out.set_pid(c.session().target().pid());
+    c.out.print(start_record_of(c.session(), launched));
 }
 
-command_status runner::cmd_attach(const words& w, const std::string& where)
+}  // namespace
+
+command_status cmd_attach(command_context& c, const words& w, const std::string& where)
 {
     if (w.size() != 2)
-        return usage_error(where, "usage: attach PID");
+        return c.check.usage_error(where, "usage: attach PID");
     auto pid = parse_tid(w[1]);
     if (!pid)
-        return usage_error(where, fmt::format("'{}' is not a process ID", w[1]));
-    if (!may_start_session(where))
+        return c.check.usage_error(where, fmt::format("{} is not a process ID", quoted_word(w[1])));
+    if (!may_start_session(c, where))
         return command_status::failed;
     // The last session goes first: its change journal holds the block the
     // guardian watches, which the next one claims.
-    session_.reset();
+    c.target.release();
     try {
-        start_session(core::session::attach(*pid, signals_.fd()), false);
+        start_session(c, core::session::attach(*pid, c.loop.signal_fd()), false);
     } catch (const error& e) {
-        out_.error(e.domain() == error_domain::os ? "attach" : "target", fmt::format("{}: {}", where, e.what()));
+        c.out.error(e.domain() == error_domain::os ? "attach" : "target", fmt::format("{}: {}", where, e.what()));
         return command_status::failed;
     }
     return command_status::ok;
 }
 
-command_status runner::cmd_run(const words& w, const std::string& where)
+command_status cmd_run(command_context& c, const words& w, const std::string& where)
 {
     if (w.size() < 2)
-        return usage_error(where, "usage: run PROG [ARGS...]");
-    if (!may_start_session(where))
+        return c.check.usage_error(where, "usage: run PROG [ARGS...]");
+    if (!may_start_session(c, where))
         return command_status::failed;
     ptrace::launch_options launch;
     launch.argv.assign(w.begin() + 1, w.end());
-    session_.reset();
+    c.target.release();
     try {
         // Held at its entry point, as a launch with -i: `continue`, `watch`
         // or `sleep` runs it.
-        start_session(core::session::launch(launch), true);
+        start_session(c, core::session::launch(launch), true);
     } catch (const error& e) {
-        out_.error(e.domain() == error_domain::os ? "launch" : "target", fmt::format("{}: {}", where, e.what()));
+        // A failed exec names the program as typed.
+        c.out.error(e.domain() == error_domain::os ? "launch" : "target",
+                    fmt::format("{}: {}", where, long_words_cut(e.what())));
         return command_status::failed;
     }
     return command_status::ok;

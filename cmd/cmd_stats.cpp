@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 
 #include "base/clock.hpp"
+#include "base/quoting.hpp"
 #include "cmd/commands.hpp"
 #include "cmd/records.hpp"
-#include "cmd/runner.hpp"
 #include "core/lwp_usage.hpp"
 #include "ptrace/procfs.hpp"
 
@@ -91,202 +91,195 @@ rusage_rows gather_rusage(core::session& session, const std::vector<tid_t>& lwps
     return round;
 }
 
-}  // namespace
-
-// ---------------------------------------------------------------- stats
-
-command_status runner::cmd_stats(const words& w, const std::string& where)
-{
-    static const subcommand_entry subcommands[] = {
-        {"enable", &runner::cmd_stats_enable},
-        {"disable", &runner::cmd_stats_enable},
-        {"reset", &runner::cmd_stats_reset},
-        {"show", &runner::cmd_stats_show},
-    };
-    if (w.size() < 2)
-        return usage_error(where, "usage: stats enable|disable|reset|show|watch ...");
-    const std::string& sub = w[1];
-    if (sub == "watch")
-        return cmd_stats_watch(w, where);
-    if (w.size() != 2)
-        return usage_error(where, fmt::format("usage: stats {}", sub));
-    if (!require_target(where))
-        return command_status::failed;
-    if (auto run = find_subcommand(subcommands, sub))
-        return (this->*run)(w, where);
-    return usage_error(where, fmt::format("unknown subcommand 'stats {}'; expected enable, disable, reset, show or watch",
-                                          sub));
-}
-
-command_status runner::cmd_stats_enable(const words& w, const std::string& where)
+command_status stats_enable(command_context& c, const words& w, const std::string& where)
 {
     const bool on = w[1] == "enable";
-    if (auto r = session_->accounting().enable_stats(on); !r)
-        return td_error(r.error(), fmt::format("{}: stats {}", where, w[1]));
-    out_.print(stats_state_record{.enabled = on, .reset = false});
+    if (auto r = c.session().accounting().enable_stats(on); !r)
+        return c.check.td_error(r.error(), fmt::format("{}: stats {}", where, w[1]));
+    c.out.print(stats_state_record{.enabled = on, .reset = false});
     return command_status::ok;
 }
 
-command_status runner::cmd_stats_reset(const words&, const std::string& where)
+command_status stats_reset(command_context& c, const words&, const std::string& where)
 {
-    if (auto r = session_->accounting().reset_stats(); !r)
-        return td_error(r.error(), fmt::format("{}: stats reset", where));
-    auto now = session_->accounting().get_stats();
-    out_.print(stats_state_record{.enabled = now ? now->enabled : false, .reset = true});
+    if (auto r = c.session().accounting().reset_stats(); !r)
+        return c.check.td_error(r.error(), fmt::format("{}: stats reset", where));
+    auto now = c.session().accounting().get_stats();
+    c.out.print(stats_state_record{.enabled = now ? now->enabled : false, .reset = true});
     return command_status::ok;
 }
 
-command_status runner::cmd_stats_show(const words&, const std::string& where)
+command_status stats_show(command_context& c, const words&, const std::string& where)
 {
-    auto st = session_->accounting().get_stats();
+    auto st = c.session().accounting().get_stats();
     if (!st)
-        return td_error(st.error(), fmt::format("{}: stats show", where));
-    out_.print(stats_record{*st, std::nullopt, seconds_since_start()});
+        return c.check.td_error(st.error(), fmt::format("{}: stats show", where));
+    c.out.print(stats_record{*st, std::nullopt, seconds_since_start()});
     return command_status::ok;
 }
 
-command_status runner::cmd_stats_watch(const words& w, const std::string& where)
-{
-    static constexpr run_option_grammar grammar{option_interval | option_count, run_option_grammar::operand_kind::none,
-                                                "", "usage: stats watch [--interval SECONDS] [--count N]"};
-    auto options = parse_options(w, 2, grammar, where);
-    if (!options || !require_target(where))
-        return command_status::failed;
-    auto first = session_->accounting().get_stats();
-    if (!first)
-        return td_error(first.error(), fmt::format("{}: stats watch", where));
-    const bool was_enabled = first->enabled;
-    if (!was_enabled) {
-        session_->accounting().enable_stats(true);
-        first = session_->accounting().get_stats();
-    }
-    let_run();
-    out_.heading(stats_columns());
-    auto status = stats_watch_rows(first->averages, options->interval.value_or(1.0), options->count, where);
-    if (!was_enabled && has_target())
-        session_->accounting().enable_stats(false);
-    return status;
-}
-
-command_status runner::stats_watch_rows(core::stat_averages prev, double interval, std::optional<long long> count,
-                                        const std::string& where)
+// `stats watch`'s rows: one per `interval` seconds, up to `count`,
+// averaged over the interval since `prev`.
+command_status stats_watch_rows(command_context& c, core::stat_averages prev, double interval,
+                                std::optional<long long> count, const std::string& where)
 {
     for (long long rows = 0; !count || rows < *count; ++rows) {
-        if (run_for(interval) != run_end::timeout)
+        if (c.loop.run_for(interval) != run_end::timeout)
             break;
-        auto st = session_->accounting().get_stats();
+        auto st = c.session().accounting().get_stats();
         if (!st)
-            return td_error(st.error(), fmt::format("{}: stats watch", where));
-        out_.print(stats_record{*st, interval_since(st->averages, prev), seconds_since_start()});
+            return c.check.td_error(st.error(), fmt::format("{}: stats watch", where));
+        c.out.print(stats_record{*st, interval_since(st->averages, prev), seconds_since_start()});
         prev = st->averages;
     }
     return command_status::ok;
 }
 
-// ---------------------------------------------------------------- rusage / lwpinfo
-
-std::optional<std::vector<tid_t>> runner::lwp_list(const std::string& arg, const std::string& where)
+command_status stats_watch(command_context& c, const words& w, const std::string& where)
 {
-    if (arg.empty() || arg == "all")
-        return procfs::list_tasks(session_->target().pid());
-    auto tid = parse_tid_word(arg, where, "a thread ID (a TID from `threads`) or all");
-    if (!tid)
-        return std::nullopt;
-    return std::vector<tid_t>{*tid};
-}
-
-command_status runner::cmd_rusage(const words& w, const std::string& where)
-{
-    static const subcommand_entry subcommands[] = {
-        {"start", &runner::cmd_rusage_switch},
-        {"stop", &runner::cmd_rusage_switch},
-        {"collect", &runner::cmd_rusage_collect},
-    };
-    if (w.size() < 2)
-        return usage_error(where, "usage: rusage start|stop|collect [TID|all] [--interval S] [--count N]");
-    if (!require_target(where))
+    static constexpr run_option_grammar grammar{option_interval | option_count, run_option_grammar::operand_kind::none,
+                                                "", "usage: stats watch [--interval SECONDS] [--count N]"};
+    auto options = c.check.parse_options(w, 2, grammar, where);
+    if (!options || !c.check.require_target(where))
         return command_status::failed;
-    if (auto run = find_subcommand(subcommands, w[1]))
-        return (this->*run)(w, where);
-    return usage_error(where, fmt::format("unknown subcommand 'rusage {}'; expected start, stop or collect", w[1]));
+    auto first = c.session().accounting().get_stats();
+    if (!first)
+        return c.check.td_error(first.error(), fmt::format("{}: stats watch", where));
+    const bool was_enabled = first->enabled;
+    if (!was_enabled) {
+        c.session().accounting().enable_stats(true);
+        first = c.session().accounting().get_stats();
+    }
+    c.loop.let_run();
+    c.out.heading(stats_columns());
+    auto status = stats_watch_rows(c, first->averages, options->interval.value_or(1.0), options->count, where);
+    if (!was_enabled && c.target.has_target())
+        c.session().accounting().enable_stats(false);
+    return status;
 }
 
-command_status runner::cmd_rusage_switch(const words& w, const std::string& where)
+command_status rusage_switch(command_context& c, const words& w, const std::string& where)
 {
     if (w.size() != 2)
-        return usage_error(where, fmt::format("usage: rusage {}", w[1]));
+        return c.check.usage_error(where, fmt::format("usage: rusage {}", w[1]));
     const bool on = w[1] == "start";
     if (on)
-        session_->accounting().rusage_start();
+        c.session().accounting().rusage_start();
     else
-        session_->accounting().rusage_stop();
-    out_.print(rusage_state_record{on});
+        c.session().accounting().rusage_stop();
+    c.out.print(rusage_state_record{on});
     return command_status::ok;
 }
 
-command_status runner::cmd_rusage_collect(const words& w, const std::string& where)
+// One round of `rusage collect`: every row of `which` ("", "all" or a TID).
+bool rusage_round(command_context& c, const std::string& which, const std::string& where)
+{
+    auto lwps = c.check.lwp_list(which, where);
+    if (!lwps)
+        return false;
+    output::bulk rows(c.out);
+    const auto round = gather_rusage(c.session(), *lwps, which.empty() || which == "all");
+    // No table heading above an error alone.
+    if (!round.rows.empty())
+        c.out.heading(rusage_columns());
+    for (const auto& row : round.rows)
+        c.out.print(row);
+    if (const auto& f = round.failure) {
+        const pid_t pid = c.session().target().pid();
+        std::string why = f->err == ENOSYS ? "resource usage collection is not started (run `rusage start`)"
+                          : f->err == ESRCH ? fmt::format("no thread {} in process {}", f->tid.value, pid)
+                                            : std::strerror(f->err);
+        // ENOSYS is the session's state, not one thread's: name what was asked.
+        const std::string asked = f->err == ENOSYS ? (which.empty() ? std::string("all") : which)
+                                                   : std::to_string(f->tid.value);
+        c.out.error(errno_name(f->err),
+                    fmt::format("{}: rusage collect {}: {} ({})", where, asked, errno_name(f->err), why));
+        return false;
+    }
+    if (round.process)
+        c.out.print(*round.process);
+    return true;
+}
+
+command_status rusage_collect(command_context& c, const words& w, const std::string& where)
 {
     static constexpr run_option_grammar grammar{option_interval | option_count, run_option_grammar::operand_kind::plain,
                                                 "", "usage: rusage collect [TID|all] [--interval S] [--count N]"};
-    auto options = parse_options(w, 2, grammar, where);
+    auto options = c.check.parse_options(w, 2, grammar, where);
     if (!options)
         return command_status::failed;
     if (!options->interval) {
         if (options->count)
-            return usage_error(where, "--count needs --interval");
-        return rusage_round(options->operand, where) ? command_status::ok : command_status::failed;
+            return c.check.usage_error(where, "--count needs --interval");
+        return rusage_round(c, options->operand, where) ? command_status::ok : command_status::failed;
     }
-    let_run();
+    c.loop.let_run();
     for (long long n = 0; !options->count || n < *options->count; ++n) {
-        if (run_for(*options->interval) != run_end::timeout)
+        if (c.loop.run_for(*options->interval) != run_end::timeout)
             break;
-        if (!rusage_round(options->operand, where))
+        if (!rusage_round(c, options->operand, where))
             return command_status::failed;
     }
     return command_status::ok;
 }
 
-bool runner::rusage_round(const std::string& which, const std::string& where)
+}  // namespace
+
+command_status cmd_stats(command_context& c, const words& w, const std::string& where)
 {
-    auto lwps = lwp_list(which, where);
-    if (!lwps)
-        return false;
-    output::bulk rows(out_);
-    const auto round = gather_rusage(*session_, *lwps, which.empty() || which == "all");
-    // No table heading above an error alone.
-    if (!round.rows.empty())
-        out_.heading(rusage_columns());
-    for (const auto& row : round.rows)
-        out_.print(row);
-    if (const auto& f = round.failure) {
-        std::string why = f->err == ENOSYS ? "resource usage collection is not started (run `rusage start`)"
-                          : f->err == ESRCH ? fmt::format("no thread {} in process {}", f->tid.value, session_->target().pid())
-                                            : std::strerror(f->err);
-        // ENOSYS is the session's state, not one thread's: name what was asked.
-        const std::string asked = f->err == ENOSYS ? (which.empty() ? std::string("all") : which)
-                                                   : std::to_string(f->tid.value);
-        out_.error(errno_name(f->err),
-                   fmt::format("{}: rusage collect {}: {} ({})", where, asked, errno_name(f->err), why));
-        return false;
-    }
-    if (round.process)
-        out_.print(*round.process);
-    return true;
+    static const subcommand_entry subcommands[] = {
+        {"enable", stats_enable},
+        {"disable", stats_enable},
+        {"reset", stats_reset},
+        {"show", stats_show},
+    };
+    if (w.size() < 2)
+        return c.check.usage_error(where, "usage: stats enable|disable|reset|show|watch ...");
+    const std::string& sub = w[1];
+    if (sub == "watch")
+        return stats_watch(c, w, where);
+    if (w.size() != 2)
+        return c.check.usage_error(where, fmt::format("usage: stats {}", word_excerpt(sub)));
+    if (!c.check.require_target(where))
+        return command_status::failed;
+    if (auto run = find_subcommand(subcommands, sub))
+        return run(c, w, where);
+    return c.check.usage_error(
+        where, fmt::format("unknown subcommand 'stats {}'; expected enable, disable, reset, show or watch",
+                           word_excerpt(sub)));
 }
 
-command_status runner::cmd_lwpinfo(const words& w, const std::string& where)
+command_status cmd_rusage(command_context& c, const words& w, const std::string& where)
+{
+    static const subcommand_entry subcommands[] = {
+        {"start", rusage_switch},
+        {"stop", rusage_switch},
+        {"collect", rusage_collect},
+    };
+    if (w.size() < 2)
+        return c.check.usage_error(where, "usage: rusage start|stop|collect [TID|all] [--interval S] [--count N]");
+    if (!c.check.require_target(where))
+        return command_status::failed;
+    if (auto run = find_subcommand(subcommands, w[1]))
+        return run(c, w, where);
+    return c.check.usage_error(where,
+                               fmt::format("unknown subcommand 'rusage {}'; expected start, stop or collect",
+                                           word_excerpt(w[1])));
+}
+
+command_status cmd_lwpinfo(command_context& c, const words& w, const std::string& where)
 {
     if (w.size() > 2)
-        return usage_error(where, "usage: lwpinfo [TID|all]");
-    if (!require_target(where))
+        return c.check.usage_error(where, "usage: lwpinfo [TID|all]");
+    if (!c.check.require_target(where))
         return command_status::failed;
     const std::string which = w.size() == 2 ? w[1] : "all";
-    auto lwps = lwp_list(which, where);
+    auto lwps = c.check.lwp_list(which, where);
     if (!lwps)
         return command_status::failed;
     std::vector<lwpinfo_record> rows;
     std::optional<row_failure> failure;
-    auto got = session_->accounting().lwp_info_rows(*lwps);
+    auto got = c.session().accounting().lwp_info_rows(*lwps);
     for (std::size_t i = 0; i < lwps->size(); ++i) {
         const tid_t t = (*lwps)[i];
         if (auto& info = got[i])
@@ -295,16 +288,16 @@ command_status runner::cmd_lwpinfo(const words& w, const std::string& where)
         else if (which != "all")
             failure = row_failure{t, info.error()};
     }
-    output::bulk batch(out_);
+    output::bulk batch(c.out);
     if (!rows.empty())
-        out_.heading(lwpinfo_columns());
+        c.out.heading(lwpinfo_columns());
     for (const auto& row : rows)
-        out_.print(row);
+        c.out.print(row);
     if (!failure)
         return command_status::ok;
-    out_.error(errno_name(failure->err), fmt::format("{}: lwpinfo {}: {} (no thread {} in process {})", where,
-                                                     failure->tid.value, errno_name(failure->err), failure->tid.value,
-                                                     session_->target().pid()));
+    c.out.error(errno_name(failure->err), fmt::format("{}: lwpinfo {}: {} (no thread {} in process {})", where,
+                                                      failure->tid.value, errno_name(failure->err), failure->tid.value,
+                                                      c.session().target().pid()));
     return command_status::failed;
 }
 

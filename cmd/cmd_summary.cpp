@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/clock.hpp"
-#include "cmd/runner.hpp"
+#include "cmd/commands.hpp"
 #include "cmd/summary_view.hpp"
 
 namespace tdctl::cmd {
@@ -14,7 +14,7 @@ namespace tdctl::cmd {
 namespace {
 
 // N of "--top N" / "--top=N"; std::nullopt when the words are not that.
-std::optional<std::size_t> parse_top(const runner::words& w)
+std::optional<std::size_t> parse_top(const words& w)
 {
     std::string value;
     if (w.size() == 1)
@@ -34,30 +34,31 @@ std::optional<std::size_t> parse_top(const runner::words& w)
 
 }  // namespace
 
-void runner::print_summary(const std::string& command, const events::summary_counts& counts, std::size_t top)
+void print_summary(command_context& c, const std::string& command, const events::summary_counts& counts,
+                   std::size_t top)
 {
     const std::size_t shown = std::min(top, counts.call_sites.size());
-    output::bulk batch(out_);
-    const std::size_t alive = has_target() ? session_->target().lwps().size() : 0;
-    out_.print(summary_record{command, counts, alive, shown, seconds_since_start()});
+    output::bulk batch(c.out);
+    const std::size_t alive = c.target.has_target() ? c.session().target().lwps().size() : 0;
+    c.out.print(summary_record{command, counts, alive, shown, seconds_since_start()});
     if (shown > 0)
-        out_.heading(call_site_heading(command, shown, counts.call_sites.size()));
+        c.out.heading(call_site_heading(command, shown, counts.call_sites.size()));
     for (std::size_t i = 0; i < shown; ++i) {
         const auto& site = counts.call_sites[i];
-        out_.print(call_site_record{command, i + 1, site, locate(*session_, site.call_site)});
+        c.out.print(call_site_record{command, i + 1, site, locate(c.session(), site.call_site)});
     }
     if (!counts.lifetimes.empty())
-        out_.heading(lifetime_heading(command));
+        c.out.heading(lifetime_heading(command));
     for (const auto& l : counts.lifetimes)
-        out_.print(lifetime_record{command, l, locate(*session_, l.start_routine)});
+        c.out.print(lifetime_record{command, l, locate(c.session(), l.start_routine)});
 }
 
-command_status runner::cmd_summary(const words& w, const std::string& where)
+command_status cmd_summary(command_context& c, const words& w, const std::string& where)
 {
     auto top = parse_top(w);
     if (!top)
-        return usage_error(where, "usage: summary [--top N]");
-    print_summary("summary", summary_.counts(), *top);
+        return c.check.usage_error(where, "usage: summary [--top N]");
+    print_summary(c, "summary", c.summary.counts(), *top);
     return command_status::ok;
 }
 

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "cmd/commands.hpp"
 #include "cmd/records.hpp"
-#include "cmd/runner.hpp"
 #include "cmd/target_hold.hpp"
 #include "core/thread_list.hpp"
 #include "events/event_names.hpp"
@@ -68,43 +68,43 @@ thread_row row_of(core::session& session, const core::thread_entry& e, bool ns_c
 
 }  // namespace
 
-command_status runner::cmd_threads(const words& w, const std::string& where)
+command_status cmd_threads(command_context& c, const words& w, const std::string& where)
 {
     if (w.size() > 1)
-        return usage_error(where, "usage: threads");
-    if (!require_target(where))
+        return c.check.usage_error(where, "usage: threads");
+    if (!c.check.require_target(where))
         return command_status::failed;
 
     process_record process;
-    process.pid = session_->target().pid();
-    process.ns_pid = session_->target().ns_pid();
+    process.pid = c.session().target().pid();
+    process.ns_pid = c.session().target().ns_pid();
     std::vector<thread_row> rows;
     {
-        target_hold hold(*session_, out_);
-        auto entries = core::list_threads(session_->target(), session_->target().agent());
+        target_hold hold(c.session(), c.out);
+        auto entries = core::list_threads(c.session().target(), c.session().target().agent());
         if (!entries)
-            return td_error(entries.error(), fmt::format("{}: threads", where));
-        process.name = procfs::process_name(session_->target().pid());
+            return c.check.td_error(entries.error(), fmt::format("{}: threads", where));
+        process.name = procfs::process_name(c.session().target().pid());
         process.threads = entries->size();
-        process.library = library_of(*session_);
+        process.library = library_of(c.session());
         // Names come from /proc/PID/task/TID/comm, so only an LWP has one;
         // they are read together (by a few threads on a large process).
         std::vector<tid_t> lwps;
         for (const auto& e : *entries)
             if (e.lwp.value != 0)
                 lwps.push_back(e.lwp);
-        auto names = session_->target().thread_names(lwps);
+        auto names = c.session().target().thread_names(lwps);
         std::size_t next_name = 0;
         for (const auto& e : *entries) {
-            rows.push_back(row_of(*session_, e, process.ns_pid.has_value()));
+            rows.push_back(row_of(c.session(), e, process.ns_pid.has_value()));
             if (e.lwp.value != 0)
                 rows.back().name = std::move(names[next_name++]);
         }
     }
-    out_.print(process);
-    out_.heading(thread_columns(process.ns_pid.has_value()));
+    c.out.print(process);
+    c.out.heading(thread_columns(process.ns_pid.has_value()));
     for (const auto& row : rows)
-        out_.print(row);
+        c.out.print(row);
     return command_status::ok;
 }
 

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "base/quoting.hpp"
+
 namespace tdctl::cmd {
 
 std::expected<std::vector<std::string>, std::string> split_words(std::string_view line)
@@ -100,18 +102,18 @@ std::optional<std::string> read_option(const std::string& name, const std::strin
     if (name == "--for") {
         into.for_seconds = parse_duration(value);
         if (!into.for_seconds)
-            return "bad duration '" + value + "'" + std::string(grammar.duration_example);
+            return "bad duration " + quoted_word(value) + std::string(grammar.duration_example);
     } else if (name == "--interval") {
         into.interval = parse_duration(value);
         if (!into.interval)
-            return "bad interval '" + value + "'";
+            return "bad interval " + quoted_word(value);
     } else if (name == "--sort") {
         into.sort = value;
     } else {
         auto& n = name == "--limit" ? into.limit : name == "--top" ? into.top : into.count;
         n = parse_count(value);
         if (!n || *n == 0)
-            return "bad " + name.substr(2) + " '" + value + "'";
+            return "bad " + name.substr(2) + " " + quoted_word(value);
     }
     return std::nullopt;
 }
@@ -141,7 +143,7 @@ bool read_bt_option(const std::string& word, const run_option_grammar& grammar, 
     std::string value = word.substr(5);
     into.bt = parse_count(value);
     if (!into.bt || *into.bt == 0)
-        bad = "bad bt depth '" + value + "'";
+        bad = "bad bt depth " + quoted_word(value);
     return true;
 }
 

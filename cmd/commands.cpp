@@ -3,13 +3,19 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "base/quoting.hpp"
+#include "cmd/records.hpp"
+
 namespace tdctl::cmd {
 
-// A table of every command with its help text: longer than 60 lines by nature.
+// A data table of every command with its handler and help text: longer
+// than 60 lines by nature.
 std::span<const command_entry> command_table()
 {
     static const std::vector<command_entry> table = {
-        {"threads", {"info-threads"}, &runner::cmd_threads,
+        {"threads", {"info-threads"}, cmd_threads, stop_use::shares,
          "threads\n"
          "  List every thread: TID, name, thread handle, state, whether it reports events\n"
          "  (traceme), its own event mask, and its start routine. One row per record of the\n"
@@ -17,7 +23,7 @@ std::span<const command_entry> command_table()
          "  zombie with no TID. LWPs without a record (no thread library) come from\n"
          "  /proc/PID/task. TIDs are the host's; a target in another PID namespace also\n"
          "  gets its own TIDs (NS-TID)."},
-        {"event", {}, &runner::cmd_event,
+        {"event", {}, cmd_event, stop_use::shares,
          "event addr EVENTS          the reporting address of each event (td_ta_event_addr)\n"
          "event set EVENTS [TID]     add to the global mask, or to thread TID's mask\n"
          "event clear EVENTS [TID]   remove from the global mask, or from thread TID's mask\n"
@@ -27,13 +33,13 @@ std::span<const command_entry> command_table()
          "  EVENTS: names such as create or TD_CREATE, case-insensitive, comma-separated, or all.\n"
          "  A thread reports an event only when its reporting is enabled and the event is in\n"
          "  its own mask or the global mask; each thread buffers at most one message."},
-        {"stop", {}, &runner::cmd_stop,
+        {"stop", {}, cmd_stop, stop_use::shares,
          "stop EVENTS [--for SECONDS]\n"
          "  Plant breakpoints at the events' reporting addresses and run until one is hit.\n"
          "  The whole target is then held: `event getmsg` drains by hand, `continue` resumes\n"
          "  (and removes these breakpoints). Threads must have the events in a mask and\n"
          "  reporting enabled (`event set`, `event enable on all`)."},
-        {"watch", {}, &runner::cmd_watch,
+        {"watch", {}, cmd_watch, stop_use::shares,
          "watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]]\n"
          "  Arm the events (default: every event the thread library reports), enable\n"
          "  reporting on every thread and each new one, and print each message as it is\n"
@@ -43,14 +49,14 @@ std::span<const command_entry> command_table()
          "  watch's messages are summarised (as `summary` does for the session).\n"
          "  --bt: each event also carries the reporting thread's call stack (the creator's\n"
          "  for TD_CREATE, the dying thread's for TD_DEATH), at most DEPTH frames (64)."},
-        {"summary", {}, &runner::cmd_summary,
+        {"summary", {}, cmd_summary, stop_use::releases,
          "summary [--top N]\n"
          "  The event messages printed so far in the session: counts per event type,\n"
          "  threads created and ended per creating call site (the top N, default 10;\n"
          "  the call site is the return address into the caller of pthread_create),\n"
          "  thread lifetimes (count, min, median, p95, max) per start routine, and the\n"
          "  threads alive now."},
-        {"locks", {}, &runner::cmd_locks,
+        {"locks", {}, cmd_locks, stop_use::releases,
          "locks [--for SECONDS] [--interval SECONDS] [--top N] [--bt=DEPTH]\n"
          "  User-space lock contention, from the agent's lock events (TD_LOCK_TRY, TD_SLEEP,\n"
          "  TD_READY): per lock its address (and symbol for a static or global object), kind\n"
@@ -64,7 +70,7 @@ std::span<const command_entry> command_table()
          "  (10). One report at the end (the duration, Ctrl-C or the target's exit), or one\n"
          "  per interval. Each lock event stops its thread for a moment: waits include that\n"
          "  cost. Needs the agent."},
-        {"stats", {}, &runner::cmd_stats,
+        {"stats", {}, cmd_stats, stop_use::releases,
          "stats enable|disable|reset|show\n"
          "stats watch [--interval SECONDS] [--count N]\n"
          "  Thread statistics (td_ta_enable_stats, td_ta_reset_stats, td_ta_get_stats):\n"
@@ -73,13 +79,13 @@ std::span<const command_entry> command_table()
          "  running or waiting for a CPU), a_concurrency (on a CPU), nlwps (alive), nidle\n"
          "  (alive, not runnable), each as a decimal and a fraction. Enabling resets;\n"
          "  disabling freezes the averages. `stats watch` prints one row per interval."},
-        {"rusage", {}, &runner::cmd_rusage,
+        {"rusage", {}, cmd_rusage, stop_use::releases,
          "rusage start|stop\n"
          "rusage collect [TID|all] [--interval SECONDS [--count N]]\n"
          "  Per-thread resource usage, as pthread_getrusage_np: start enables collection,\n"
          "  stop disables it, collect before start fails with ENOSYS, an unknown TID with\n"
          "  ESRCH. Fields Linux does not keep per thread show as n/a."},
-        {"top", {}, &runner::cmd_top,
+        {"top", {}, cmd_top, stop_use::releases,
          "top [--interval SECONDS] [--count N] [--sort COLUMN] [--limit N]\n"
          "  Every thread's use of the CPU, one table per interval (default 1 s; until Ctrl-C\n"
          "  or the target's exit without --count), like `pidstat -t`: %usr and %sys (CPU time\n"
@@ -87,16 +93,20 @@ std::span<const command_entry> command_table()
          "  run queue for a CPU, from schedstat), %off (alive but neither: blocked, sleeping),\n"
          "  each in percent of one CPU over the interval, then cswch/s, nvcswch/s (voluntary\n"
          "  and involuntary context switches), minflt/s and majflt/s. A thread born or ended\n"
-         "  inside the interval counts from its birth or up to its exit. The process line sums\n"
-         "  every thread. --sort: cpu (%usr+%sys, the default), usr, sys, wait, off, cswch,\n"
-         "  nvcswch, minflt, majflt (highest first), tid, name; --limit N shows the first N.\n"
+         "  inside the interval counts from its birth or up to its exit. The process line is\n"
+         "  the process as one process, as pidstat's TGID line: %usr and %sys its CPU time in\n"
+         "  percent of one CPU (above 100 with several CPUs busy), the rates its threads'\n"
+         "  summed; its %wait and %off are shares of its threads' time alive added together\n"
+         "  (the thread-seconds it names). --sort: cpu (%usr+%sys, the default), usr, sys,\n"
+         "  wait, off, cswch, nvcswch, minflt, majflt (highest first), tid, name; --limit N\n"
+         "  shows the first N.\n"
          "  The target runs throughout; only /proc is read. Needs no `rusage start`."},
-        {"lwpinfo", {}, &runner::cmd_lwpinfo,
+        {"lwpinfo", {}, cmd_lwpinfo, stop_use::releases,
          "lwpinfo [TID|all]\n  User and system CPU time of each LWP (_lwp_info), ns resolution."},
-        {"bt", {"backtrace"}, &runner::cmd_bt,
+        {"bt", {"backtrace"}, cmd_bt, stop_use::shares,
          "bt [TID|all]\n  The call stack of one thread or of every thread (default), unwound with libdw\n"
          "  while the target is held for a moment."},
-        {"deadlock", {}, &runner::cmd_deadlock,
+        {"deadlock", {}, cmd_deadlock, stop_use::shares,
          "deadlock\n"
          "  Hold the target, find every thread blocked in a mutex wait (the futex call of\n"
          "  pthread_mutex_lock and its kin, not a condition variable, semaphore, barrier,\n"
@@ -108,26 +118,26 @@ std::span<const command_entry> command_table()
          "  mutex wait is listed with its\n"
          "  owner (\"owner gone\" when that is not a thread of the process). Needs no\n"
          "  agent. Found nothing: exit status 1 when it is a batch's last command."},
-        {"sleep", {}, &runner::cmd_sleep,
+        {"sleep", {}, cmd_sleep, stop_use::releases,
          "sleep SECONDS\n  Let the target run for a while (e.g. 2, 1.5, 500ms), servicing it; then each\n"
          "  thread's time over it, split: on CPU, waiting for a CPU (run queue), off CPU."},
-        {"continue", {"c", "cont"}, &runner::cmd_continue,
+        {"continue", {"c", "cont"}, cmd_continue, stop_use::releases,
          "continue\n  Resume a target held by `interrupt`, by a `stop` hit, or at the launch entry point."},
-        {"interrupt", {}, &runner::cmd_interrupt, "interrupt\n  Stop every thread of the target and hold it."},
-        {"detach", {}, &runner::cmd_detach,
+        {"interrupt", {}, cmd_interrupt, stop_use::shares, "interrupt\n  Stop every thread of the target and hold it."},
+        {"detach", {}, cmd_detach, stop_use::shares,
          "detach\n  Put back every byte, mask and flag tdctl changed and let the target go."},
-        {"kill", {}, &runner::cmd_kill, "kill\n  Kill the target (SIGKILL)."},
-        {"attach", {}, &runner::cmd_attach,
+        {"kill", {}, cmd_kill, stop_use::releases, "kill\n  Kill the target (SIGKILL)."},
+        {"attach", {}, cmd_attach, stop_use::releases,
          "attach PID\n  Attach to process PID once the last target is detached or gone (at the prompt\n"
          "  after `detach`, `kill` or the target's exit)."},
-        {"run", {}, &runner::cmd_run,
+        {"run", {}, cmd_run, stop_use::releases,
          "run PROG [ARGS...]\n  Launch PROG once the last target is detached or gone; it is held at its entry\n"
          "  point (the thread library loaded, no code of its own run yet) until `continue`,\n"
          "  `watch` or `sleep` runs it."},
-        {"quit", {"q", "exit"}, &runner::cmd_quit,
+        {"quit", {"q", "exit"}, cmd_quit, stop_use::shares,
          "quit\n  Leave tdctl. An attached target is detached; a launched one is detached and\n"
          "  waited for."},
-        {"help", {"?"}, &runner::cmd_help, "help [COMMAND]\n  This text, or one command's."},
+        {"help", {"?"}, cmd_help, stop_use::shares, "help [COMMAND]\n  This text, or one command's."},
     };
     return table;
 }
@@ -140,7 +150,7 @@ const command_entry* find_command(std::string_view word)
     return nullptr;
 }
 
-runner::handler find_subcommand(std::span<const subcommand_entry> table, std::string_view word)
+handler find_subcommand(std::span<const subcommand_entry> table, std::string_view word)
 {
     for (const auto& s : table)
         if (s.name == word)
@@ -182,6 +192,16 @@ std::string help_text(const std::string& command)
         if (c.name == command)
             return std::string(c.help);
     return {};
+}
+
+command_status cmd_help(command_context& c, const words& w, const std::string& where)
+{
+    // `help event set` is the help of `event`: commands have one help text each.
+    std::string text = help_text(w.size() >= 2 ? w[1] : "");
+    if (text.empty())
+        return c.check.usage_error(where, fmt::format("no help for {}", quoted_word(w[1])));
+    c.out.print(help_record{text});
+    return command_status::ok;
 }
 
 }  // namespace tdctl::cmd

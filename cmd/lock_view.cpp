@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "cmd/records.hpp"
 #include "events/event_sink.hpp"
 
 namespace tdctl::cmd {
@@ -110,8 +111,8 @@ std::string lock_record::text() const
         ms(avg_ns(s)), ms(s.max_wait_ns), tid_counts_text(s.holders), tid_counts_text(s.waiters));
     for (std::size_t i = 0; i < s.call_sites.size(); ++i) {
         const auto& site = s.call_sites[i];
-        out += fmt::format("\nlocks:    call site {} of {}: {} contentions, wait {:.3f} ms", i + 1, s.call_site_count,
-                           site.contentions, ms(site.wait_ns));
+        out += fmt::format("\nlocks:    call site {} of {}: {}, wait {:.3f} ms", i + 1, s.call_site_count,
+                           count_of(site.contentions, "contention"), ms(site.wait_ns));
         for (std::size_t f = 0; f < site.frames.size(); ++f)
             out += "\nlocks:    " + events::format_frame_text(static_cast<int>(f), site.frames[f]);
     }

@@ -5,9 +5,10 @@
 // Exit status: a launched target's own status (128+N when killed by signal
 // N); after an attach session in batch mode 0, or 1 when the last command
 // found nothing there (TD_NOMSG, no event reported), 3 when it timed out (a
-// `stop --for` with no hit); 2 when the attach or launch fails or a batch
-// command fails (after a clean detach); 64 for a usage error; 128+N when
-// tdctl itself was ended by signal N.
+// `stop --for` with no hit); 2 when the attach or launch fails or any batch
+// command failed (the commands after it still run; the exit comes after a
+// clean detach); 64 for a usage error; 128+N when tdctl itself was ended by
+// signal N.
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -31,6 +32,7 @@
 #include "base/clock.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
+#include "base/quoting.hpp"
 #include "cmd/batch.hpp"
 #include "cmd/guardian.hpp"
 #include "cmd/output.hpp"
@@ -63,12 +65,12 @@ bool add_command_file(const std::string& path, std::vector<script_line>& lines, 
 {
     std::ifstream in(path);
     if (!in) {
-        error = fmt::format("cannot read command file {}: {}", path, std::strerror(errno));
+        error = fmt::format("cannot read command file {}: {}", word_excerpt(path), std::strerror(errno));
         return false;
     }
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-        error = fmt::format("cannot read command file {}: {}", path, std::strerror(EISDIR));
+        error = fmt::format("cannot read command file {}: {}", word_excerpt(path), std::strerror(EISDIR));
         return false;
     }
     std::string line;
@@ -218,6 +220,7 @@ int usage_error(const early_options& early, const std::string& message)
 /// What tdctl's own command line asks for.
 struct cli_options {
     std::string pid_text;                  ///< -p as given
+    bool pid_given = false;                ///< -p was given (its text may be empty)
     pid_t pid = 0;                         ///< -p, checked; 0 for a launch
     std::vector<std::string> program;      ///< the program to launch and its arguments
     bool json = false, batch = false, interactive = false, debug = false, agent = false, follow_loads = false;
@@ -250,7 +253,7 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts, 
                  "tdctl"};
     app.set_version_flag("--version", "tdctl 0.1.0");
     app.prefix_command();
-    app.add_option("-p,--pid", opts.pid_text, "attach to the running process PID")->type_name("PID");
+    auto* pid_option = app.add_option("-p,--pid", opts.pid_text, "attach to the running process PID")->type_name("PID");
     app.add_flag("--json", opts.json, "one JSON object per line");
     app.add_flag("--batch", opts.batch, "never start the interactive prompt");
     app.add_flag("-i,--interactive", opts.interactive, "start the prompt after -e/-x commands, also in launch mode");
@@ -281,8 +284,8 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts, 
                "interactive prompt on a terminal (`help` lists the commands), or reads commands from stdin.\n"
                "Exit status: a launched program's own status; after an attach in batch mode 0, 1 when the\n"
                "last command found nothing (TD_NOMSG), 3 when it timed out (stop --for); 2 when tdctl or a\n"
-               "batch command fails; 64 for a usage error. With --json in launch mode the records go to\n"
-               "stderr (the program keeps stdout), unless -o FILE.\n\n" +
+               "batch command failed (the rest still ran); 64 for a usage error. With --json in launch mode\n"
+               "the records go to stderr (the program keeps stdout), unless -o FILE.\n\n" +
                std::string(help_examples));
     try {
         app.parse(argc, argv);
@@ -291,8 +294,9 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts, 
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        return usage_error(early, e.what());
+        return usage_error(early, long_words_cut(e.what()));
     }
+    opts.pid_given = pid_option->count() > 0;
     // The option parser stops at the first word it does not know: the
     // program to launch, or (before any `--`) an unknown option.
     opts.program = app.remaining();
@@ -303,29 +307,30 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts, 
 // combinations. A usage error's exit status, or nullopt.
 std::optional<int> check_command_line(cli_options& opts, const early_options& early)
 {
-    if (!opts.pid_text.empty()) {
+    if (opts.pid_given) {
         char* end = nullptr;
         errno = 0;
         long v = std::strtol(opts.pid_text.c_str(), &end, 10);
         if (errno != 0 || end == opts.pid_text.c_str() || *end != '\0' || v <= 0 || v > 0x3fffffff)
-            return usage_error(early, fmt::format("-p: not a process ID: {}", opts.pid_text));
+            return usage_error(early, fmt::format("-p: not a process ID: {}",
+                                                  opts.pid_text.empty() ? "''" : word_excerpt(opts.pid_text)));
         opts.pid = static_cast<pid_t>(v);
     }
     auto& program = opts.program;
     if (!program.empty() && program.front() == "--")
         program.erase(program.begin());
     else if (!program.empty() && program.front().size() > 1 && program.front().starts_with("-"))
-        return usage_error(early, fmt::format("unknown option {}", program.front()));
+        return usage_error(early, fmt::format("unknown option {}", word_excerpt(program.front())));
     if ((opts.pid != 0) == !program.empty())
         return usage_error(early, opts.pid != 0
                                       ? fmt::format("give either -p PID or a program to launch, not both (got -p {} "
                                                     "and {})",
-                                                    opts.pid, program.front())
+                                                    opts.pid, word_excerpt(program.front()))
                                       : "nothing to do: give -p PID to attach, or -- PROG [ARGS] to launch");
     auto format = cmd::parse_trace_format(opts.trace_format_text);
     if (!format)
-        return usage_error(early,
-                           fmt::format("--trace-format: expected perfetto or json, not '{}'", opts.trace_format_text));
+        return usage_error(early, fmt::format("--trace-format: expected perfetto or json, not {}",
+                                              quoted_word(opts.trace_format_text)));
     opts.trace_format = *format;
     if (opts.trace_path.empty() && opts.trace_format_text != "perfetto")
         return usage_error(early, "--trace-format needs --trace FILE");
@@ -436,7 +441,8 @@ std::expected<std::unique_ptr<core::session>, int> start_session(const cli_optio
                 return std::unexpected(128 + sig);
             }
         const char* what_failed = opts.launched() ? "launch" : "attach";
-        out.error(e.domain() == error_domain::os ? what_failed : "target", e.what());
+        // A failed exec names the program as typed.
+        out.error(e.domain() == error_domain::os ? what_failed : "target", long_words_cut(e.what()));
         return std::unexpected(exit_failed);
     }
 }
@@ -456,11 +462,11 @@ struct session_run {
 // The -e/-x lines, then the prompt, the default watch of a launch, or stdin.
 void run_commands(const session_run& s, const std::vector<script_line>& scripts, bool stdin_tty)
 {
-    // A failed -e/-x line ends them with or without a terminal; only the
-    // prompt follows (prompting is the one difference).
-    if (!scripts.empty() && !s.commands.run_lines(scripts, !s.want_repl) && !(s.want_repl && s.commands.failed()))
+    // Every -e/-x line runs, one after a failed one too (gdb -batch -ex);
+    // `quit`, a signal or the target's end stop them and what would follow.
+    if (!scripts.empty() && !s.commands.run_lines(scripts, !s.want_repl))
         return;
-    if ((s.commands.failed() && !s.want_repl) || s.run.must_exit())
+    if (s.run.loop().must_exit())
         return;
     // The prompt, a launch's watch and stdin all wait on something else than
     // the stopped target: a stop that lingers from the attach goes first.
@@ -503,7 +509,7 @@ int wait_for_launched_exit(const session_run& s, bool failed)
 {
     for (;;) {
         if (auto st = s.run.session().target().process().wait_launched_exit(100)) {
-            s.run.print_exit(*st);
+            s.run.loop().print_exit(*st);
             if (output_broken(s) || failed)
                 return exit_failed;
             return status_to_exit_code(*st);
@@ -551,15 +557,15 @@ int finish_session(const session_run& s)
     // Ctrl-C at the prompt only ends the running command; elsewhere it
     // ends tdctl (128 + SIGINT), as SIGTERM and SIGHUP always do.
     int end_signal = s.commands.end_signal();
-    if (end_signal == 0 && (s.run.must_exit() || (!s.want_repl && s.run.last_signal() == SIGINT)))
-        end_signal = s.run.last_signal();
+    if (end_signal == 0 && (s.run.loop().must_exit() || (!s.want_repl && s.run.loop().last_signal() == SIGINT)))
+        end_signal = s.run.loop().last_signal();
     if (s.trace != nullptr && s.run.has_target())
         s.trace->observe(s.run.session());  // the names threads end with
     if (s.run.has_target()) {
         s.run.session().detach();
         s.out.print(cmd::detached_record{s.run.session().target().pid(), seconds_since_start()});
     }
-    s.run.poll_target();  // reports an exit taken while detaching
+    s.run.loop().poll_target();  // reports an exit taken while detaching
     const bool trace_failed = !finish_trace(s);
     if (!s.run.has_session())   // an `attach` or `run` at the prompt failed
         return end_signal != 0 ? 128 + end_signal : output_broken(s) || failed || trace_failed ? exit_failed : 0;

@@ -102,7 +102,7 @@ public:
     /// failed write is noted by the next line or flush() here.
     void flush_buffered() { std::fflush(out_); }
 
-    /// While tdctl runs the target (runner::run_until), lines are kept in
+    /// While tdctl runs the target (run_loop::run_until), lines are kept in
     /// the stream's buffer and written out before tdctl sleeps, when the
     /// buffer is full, and at the guard's end — one write per batch of stops
     /// instead of one per line, so a hit costs no write of its own. A

@@ -190,11 +190,11 @@ std::string routing_record::text() const
     using core::routing_note;
     switch (note.what) {
     case routing_note::kind::routed:
-        return fmt::format("agent: routed {} slots in {} (loaded after attach)", note.slots, note.module);
+        return fmt::format("agent: routed {} in {} (loaded after attach)", count_of(note.slots, "slot"), note.module);
     case routing_note::kind::unloaded:
-        return fmt::format("agent: {} unloaded; its {} routed slots dropped from the journal, nothing written back "
-                           "into its range",
-                           note.module, note.slots);
+        return fmt::format("agent: {} unloaded; its {} dropped from the journal, nothing written back into its "
+                           "range",
+                           note.module, count_of(note.slots, "routed slot"));
     case routing_note::kind::problem:
         break;
     }

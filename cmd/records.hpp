@@ -321,9 +321,13 @@ struct top_record {
     std::string text() const;
 };
 
-/// `top`: the process line above the rows, the sum of every thread's row
-/// (those left out by --limit and those that ended included), so %usr+%sys
-/// is the CPU the process used, in percent of one CPU.
+/// `top`: the process line above the rows, the process over the interval as
+/// one process (as `pidstat -t`'s TGID line), from every thread's row (those
+/// left out by --limit and those that ended included): rates.usr and
+/// rates.sys are the CPU the process used, in percent of one CPU (above 100
+/// with several CPUs busy); rates.wait and rates.off are shares, in percent,
+/// of its threads' time alive added together (thread_seconds); the
+/// per-second rates are the threads' summed.
 struct top_process_record {
     pid_t pid = 0;
     std::string name;
@@ -331,6 +335,7 @@ struct top_process_record {
     std::size_t born = 0;      ///< of them, born inside it
     std::size_t ended = 0;     ///< of them, ended inside it
     core::lwp_rates rates;
+    double thread_seconds = 0; ///< the threads' time alive inside the interval, added together, s
     double interval = 0;
     double time = 0;
     json_record json() const;

@@ -16,17 +16,24 @@ std::string rate_columns(const core::lwp_rates& r)
                        r.wait, r.off, r.cswch, r.nvcswch, r.minflt, r.majflt);
 }
 
+// The names of a record's %wait and %off in JSON: a thread's are percent of
+// the interval; the process line's, shares of its threads' time.
+struct wait_off_keys {
+    const char* wait;
+    const char* off;
+};
+
 // A `top` or `top_process` record: its own fields between the type and pid
 // and the rates, interval and time every such record has.
-json_record top_json(const char* type, pid_t pid, const json_record& own, const core::lwp_rates& r, double interval,
-                     double time)
+json_record top_json(const char* type, pid_t pid, const json_record& own, const core::lwp_rates& r,
+                     wait_off_keys keys, double interval, double time)
 {
     json_record rec{{"type", type}, {"pid", pid}};
     rec.update(own);
     rec.update(json_record{{"usr", r.usr},
                            {"sys", r.sys},
-                           {"wait", r.wait},
-                           {"off", r.off},
+                           {keys.wait, r.wait},
+                           {keys.off, r.off},
                            {"cswch_per_s", r.cswch},
                            {"nvcswch_per_s", r.nvcswch},
                            {"minflt_per_s", r.minflt},
@@ -53,8 +60,8 @@ std::string percent_of(double part, double whole)
 
 json_record top_record::json() const
 {
-    return top_json("top", pid, {{"tid", tid}, {"name", name}, {"born", born}, {"ended", ended}}, rates, interval,
-                    time);
+    return top_json("top", pid, {{"tid", tid}, {"name", name}, {"born", born}, {"ended", ended}}, rates,
+                    {"wait", "off"}, interval, time);
 }
 
 std::string top_record::text() const
@@ -66,14 +73,21 @@ std::string top_record::text() const
 
 json_record top_process_record::json() const
 {
-    return top_json("top_process", pid, {{"name", name}, {"threads", threads}, {"born", born}, {"ended", ended}},
-                    rates, interval, time);
+    return top_json("top_process", pid,
+                    {{"name", name},
+                     {"threads", threads},
+                     {"born", born},
+                     {"ended", ended},
+                     {"thread_seconds", events::json_seconds(thread_seconds)}},
+                    rates, {"wait_share", "off_share"}, interval, time);
 }
 
 std::string top_process_record::text() const
 {
-    return fmt::format("{:>9.3f} {:>8} {:>8} {}  {} ({}, {} born, {} ended)", time, pid, "-",
-                       rate_columns(rates), events::printable_name(name), count_of(threads, "thread"), born, ended);
+    // Its %wait and %off are not a thread's: the line says what they are of.
+    return fmt::format("{:>9.3f} {:>8} {:>8} {}  {} ({}, {} born, {} ended; %wait, %off of {:.2f} thread-seconds)",
+                       time, pid, "-", rate_columns(rates), events::printable_name(name), count_of(threads, "thread"),
+                       born, ended, thread_seconds);
 }
 
 std::string top_columns()
@@ -106,7 +120,7 @@ json_record time_split_record::json() const
 std::string time_split_record::text() const
 {
     const std::string note = lifetime_note(born, ended);
-    const std::string who = folded != 0 ? fmt::format("{} more threads", folded)
+    const std::string who = folded != 0 ? fmt::format("{} more thread{}", folded, folded == 1 ? "" : "s")
                                         : fmt::format("thread {} ({}{})", tid, events::printable_name(name),
                                                       note.empty() ? "" : ", " + note);
     return fmt::format("{}: {}: on CPU {:.3f} s ({}), run-queue wait {:.3f} s ({}), off CPU {:.3f} s ({})", command,

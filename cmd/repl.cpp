@@ -62,7 +62,7 @@ private:
 
     /// No signal that ends tdctl. The prompt outlives a target: `attach` or
     /// `run` starts another.
-    bool going_on() const { return !run_.must_exit(); }
+    bool going_on() const { return !run_.loop().must_exit(); }
     /// Once per target that ends (detached, killed, exited): what the prompt can do now.
     void note_target_gone();
     /// The target's TIDs now, for completion (/proc/PID/task); none without a target.
@@ -109,15 +109,15 @@ void repl::note_target_gone()
 repl::event repl::wait_once(bool read_terminal, int timeout_ms)
 {
     // The target runs, its stops served, until a key, a signal or the time.
-    run_.wait_for_input(read_terminal ? STDIN_FILENO : -1, timeout_ms);
+    run_.loop().wait_for_input(read_terminal ? STDIN_FILENO : -1, timeout_ms);
     pollfd fds[2] = {{read_terminal ? STDIN_FILENO : -1, POLLIN, 0}, {signals_.fd(), POLLIN, 0}};
     ::poll(fds, 2, 0);
     if (fds[0].revents & POLLHUP)
         wait_for_hangup_signal();
     int sig = signals_.take();
     if (sig != 0 && sig != SIGINT)
-        run_.take_signal(sig);
-    run_.poll_target();
+        run_.loop().take_signal(sig);
+    run_.loop().poll_target();
     note_target_gone();
     if (signals_.take_continued())
         return event::continued;
@@ -211,7 +211,7 @@ command_status repl::run()
             if (going_on() && terminal_hung_up()) {
                 wait_for_hangup_signal();
                 if (int sig = signals_.take(); sig != 0 && sig != SIGINT)
-                    run_.take_signal(sig);
+                    run_.loop().take_signal(sig);
             }
             // End of input (Ctrl-D), a signal, the target gone: what follows
             // (and the shell's prompt) goes below the prompt left on the screen.

@@ -47,12 +47,13 @@ bool before(const top_record& a, const top_record& b, top_column c)
     return a.tid < b.tid;
 }
 
+// The CPU columns and the per-second rates add up over threads: those of
+// the process as one process. %wait and %off do not (six blocked threads
+// are not 600 % off CPU): process_line() makes them shares of thread time.
 void add_rates(core::lwp_rates& sum, const core::lwp_rates& r)
 {
     sum.usr += r.usr;
     sum.sys += r.sys;
-    sum.wait += r.wait;
-    sum.off += r.off;
     sum.cswch += r.cswch;
     sum.nvcswch += r.nvcswch;
     sum.minflt += r.minflt;
@@ -60,6 +61,36 @@ void add_rates(core::lwp_rates& sum, const core::lwp_rates& r)
 }
 
 double seconds(std::uint64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+double percent(std::uint64_t part_ns, std::uint64_t whole_ns)
+{
+    return whole_ns == 0 ? 0.0 : 100.0 * static_cast<double>(part_ns) / static_cast<double>(whole_ns);
+}
+
+// The process line of `w`: every thread's CPU and rates summed, its run-queue
+// wait and off-CPU time as shares of the threads' time alive together.
+top_process_record process_line(const core::window_usage& w, const top_view& view, double time)
+{
+    top_process_record p;
+    p.pid = view.pid;
+    p.name = view.name;
+    p.threads = w.lwps.size();
+    p.interval = seconds(w.window_ns);
+    p.time = time;
+    std::uint64_t alive_ns = 0, wait_ns = 0, off_ns = 0;
+    for (const auto& u : w.lwps) {
+        add_rates(p.rates, core::rates_of(u, w.window_ns));
+        p.born += u.born ? 1 : 0;
+        p.ended += u.ended ? 1 : 0;
+        alive_ns += u.alive_ns;
+        wait_ns += u.grown.wait_ns;
+        off_ns += u.off_ns();
+    }
+    p.rates.wait = percent(wait_ns, alive_ns);
+    p.rates.off = percent(off_ns, alive_ns);
+    p.thread_seconds = seconds(alive_ns);
+    return p;
+}
 
 }  // namespace
 
@@ -75,15 +106,10 @@ top_interval top_table(const core::window_usage& w, const top_view& view, double
 {
     const double interval = seconds(w.window_ns);
     top_interval out;
-    top_process_record& p = out.process;
-    p = top_process_record{view.pid, view.name, w.lwps.size(), 0, 0, {}, interval, time};
-    for (const auto& u : w.lwps) {
-        top_record row{view.pid, u.tid.value, u.name, core::rates_of(u, w.window_ns), u.born, u.ended, interval, time};
-        add_rates(p.rates, row.rates);
-        p.born += u.born ? 1 : 0;
-        p.ended += u.ended ? 1 : 0;
-        out.rows.push_back(std::move(row));
-    }
+    out.process = process_line(w, view, time);
+    for (const auto& u : w.lwps)
+        out.rows.push_back(
+            top_record{view.pid, u.tid.value, u.name, core::rates_of(u, w.window_ns), u.born, u.ended, interval, time});
     std::ranges::sort(out.rows, [&](const top_record& a, const top_record& b) { return before(a, b, view.order); });
     if (view.limit && out.rows.size() > static_cast<std::size_t>(*view.limit))
         out.rows.resize(static_cast<std::size_t>(*view.limit));

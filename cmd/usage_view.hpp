@@ -33,7 +33,8 @@ struct top_view {
     std::optional<long long> limit;     ///< at most this many thread rows
 };
 
-/// One interval of `top`: the process line (every thread summed) and the rows shown.
+/// One interval of `top`: the process line (the process as one process, as
+/// top_process_record says) and the rows shown.
 struct top_interval {
     top_process_record process;
     std::vector<top_record> rows;

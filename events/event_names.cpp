@@ -4,6 +4,7 @@
 #include <array>
 #include <string>
 
+#include "base/quoting.hpp"
 #include "events/event_set.hpp"
 
 namespace tdctl::events {
@@ -126,8 +127,8 @@ std::expected<std::vector<td_event_e>, std::string> parse_event_list(std::string
 
         const std::string_view item = trim(raw);
         if (item.empty()) {
-            return std::unexpected("empty event name (item " + std::to_string(item_index) + ") in '" +
-                                   std::string{text} + "'; valid names: " + valid_event_names());
+            return std::unexpected("empty event name (item " + std::to_string(item_index) + ") in " +
+                                   quoted_word(text) + "; valid names: " + valid_event_names());
         }
         const std::string key = normalize(item);
         if (is_all_word(key)) {
@@ -137,7 +138,7 @@ std::expected<std::vector<td_event_e>, std::string> parse_event_list(std::string
         } else if (auto e = parse_event(item)) {
             td_event_addset(seen, *e);
         } else {
-            return std::unexpected("unknown event '" + std::string{item} + "'; valid names: " + valid_event_names());
+            return std::unexpected("unknown event " + quoted_word(item) + "; valid names: " + valid_event_names());
         }
 
         if (comma == std::string_view::npos) break;

@@ -154,17 +154,19 @@ TEST_SUITE("prompt")
     }
 
     // On a terminal `-e bogus -e lwpinfo` ran `lwpinfo` after the failure;
-    // without one it stopped at `bogus`. Now both stop there and name it.
-    TEST_CASE("-e bogus -e lwpinfo on a terminal: lwpinfo is named as not run, then the prompt")
+    // without one it stopped at `bogus`. Now both run it, as gdb -batch
+    // runs the -ex commands after one that failed.
+    TEST_CASE("-e bogus -e lwpinfo on a terminal: the error, lwpinfo's rows, then the prompt")
     {
         require_attach();
         temp_home home;
         auto target = start_sleeper(1);
         pty_process tdctl({tdctl_path(), "-p", std::to_string(target.pid()), "-e", "bogus", "-e", "lwpinfo"},
                           test_terminal(home));
-        REQUIRE_MESSAGE(tdctl.wait_for("1 command not run, from `lwpinfo` (-e 2)", 20s), tdctl.tail());
+        REQUIRE_MESSAGE(tdctl.wait_for("-e 1: unknown command 'bogus'", 20s), tdctl.tail());
+        REQUIRE_MESSAGE(tdctl.wait_for("lwp_utime", 20s), tdctl.tail());
         REQUIRE_MESSAGE(tdctl.wait_for(prompt, 10s), tdctl.tail());
-        CHECK(tdctl.screen().find("lwp_utime") == std::string::npos);
+        CHECK(tdctl.screen().find("not run") == std::string::npos);
         quit_cleanly(tdctl);
         CHECK(tracer_pid(target.pid()) == 0);
     }

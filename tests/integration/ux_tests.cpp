@@ -135,11 +135,13 @@ TEST_SUITE("json records")
             fmt::format("echo line-one; echo line-two; exec {} --record {} 2 3", fixture_path("churn"), record.path());
         auto run = run_command({tdctl_path(), "--json", "-e", "threads", "-e", "lwpinfo", "-e", "bt", "-e",
                                 "event getmsg", "-e", "event addr all", "-e", "stats enable", "-e", "rusage start",
-                                "-e", "rusage collect all", "-e", "bogus", "-e", "threads", "--", "/bin/sh", "-c",
-                                program},
+                                "-e", "rusage collect all", "-e", "bogus", "-e", "threads", "-e", "continue", "-e",
+                                "continue", "--", "/bin/sh", "-c", program},
                                60s);
         INFO(run.describe());
-        CHECK(run.status.exit_code() == 2);   // `bogus` failed the batch; a note names the `threads` left
+        // `bogus` failed the batch and the commands after it ran; the second
+        // `continue` notes that the target already runs.
+        CHECK(run.status.exit_code() == 2);
         // Every line on stderr parses (json_lines throws on one that does not).
         auto records = json_lines(run.err);
         REQUIRE(!records.empty());
@@ -223,16 +225,19 @@ TEST_SUITE("batch statuses")
     }
 
     // Without a terminal `-e bogus -e lwpinfo` ended at `bogus` and never
-    // said that `lwpinfo` was not run.
-    TEST_CASE("a failed -e command names the commands it leaves unrun")
+    // said that `lwpinfo` was not run. Now the commands after a failed one
+    // run (gdb -batch -ex), and the exit status says one failed.
+    TEST_CASE("a failed -e command: the commands after it run, exit 2")
     {
         require_attach();
         sleeper_target t;
         auto run = run_tdctl({"-p", t.pid_text(), "-e", "bogus", "-e", "lwpinfo", "-e", "threads"}, 30s);
         INFO(run.describe());
         CHECK(run.result.status.exit_code() == 2);
-        CHECK(contains(run.result.out, "2 commands not run, from `lwpinfo` (-e 2)"));
-        CHECK_FALSE(contains(run.result.out, "lwp_utime"));
+        CHECK(contains(run.result.err, "-e 1: unknown command 'bogus'"));
+        CHECK_FALSE(contains(run.result.out, "not run"));
+        CHECK(contains(run.result.out, "lwp_utime"));
+        CHECK(contains(run.result.out, "TRACEME"));
         CHECK(tracer_pid(t.pid()) == 0);
     }
 }

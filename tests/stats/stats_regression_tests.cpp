@@ -119,7 +119,7 @@ TEST_CASE("nrunnable ≤ nlwps and nidle = nlwps − nrunnable when every thread
 
 // Expected: `sleep S` and `stats watch --interval S` let at least S pass.
 // Observed: they end as soon as less than 1 ms is left, so every sleep is up
-// to 1 ms short and `sleep 0.0009` does not wait at all. cmd/runner.cpp
+// to 1 ms short and `sleep 0.0009` does not wait at all. cmd/run_loop.cpp
 // run_until(): `left` is duration_cast<milliseconds> (truncating) of the time
 // to the deadline, and `left <= 0` returns run_end::timeout.
 TEST_CASE("sleep and watch intervals are at least as long as asked")

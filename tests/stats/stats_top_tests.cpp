@@ -206,13 +206,26 @@ TEST_CASE("top --interval 1 --count 2 on K spinning and M sleeping threads: %usr
         CHECK(rows_of[t]["usr"].get<double>() + rows_of[t]["sys"].get<double>() < 5.0);
         CHECK(rows_of[t]["off"].get<double>() > 90.0);
     }
-    // The process line is every thread summed; its CPU is the process's.
+    // The process line is the process's: its CPU every thread's summed, its
+    // %wait and %off shares of the threads' time (every thread lived through
+    // the interval: the rows' mean), never 300 % off CPU for three sleepers.
     INFO("process ", process.dump());
     CHECK(process["threads"] == k + m + 1);
     CHECK(process["born"] == 0);
     CHECK(process["ended"] == 0);
     const double proc_total = 100.0 * static_cast<double>(after.process_ticks - before.process_ticks) / hz / wall;
     CHECK(within_10_percent(process["usr"].get<double>() + process["sys"].get<double>(), proc_total, tick_pct));
+    double rows_wait = 0, rows_off = 0;
+    for (const auto& r : rows) {
+        rows_wait += r["wait"].get<double>();
+        rows_off += r["off"].get<double>();
+    }
+    const auto n = static_cast<double>(rows.size());
+    CHECK(process["wait_share"].get<double>() == doctest::Approx(rows_wait / n).epsilon(1e-3));
+    CHECK(process["off_share"].get<double>() == doctest::Approx(rows_off / n).epsilon(1e-3));
+    CHECK(process["off_share"].get<double>() <= 100.0);
+    const double interval = process["interval"].get<double>();
+    CHECK(process["thread_seconds"].get<double>() == doctest::Approx(n * interval).epsilon(1e-3));
 }
 
 TEST_CASE("top counts threads born and ended inside the interval: their CPU is what left the process's total")
@@ -498,7 +511,9 @@ TEST_CASE("top in text: pidstat's columns, a process line, one |__ row per threa
     CHECK(run.out.find("%usr    %sys   %wait    %off   cswch/s nvcswch/s  minflt/s majflt/s  Command") !=
           std::string::npos);
     CHECK(run.out.find(fmt::format(" {} ", busy.pid())) != std::string::npos);
-    CHECK(run.out.find("busy (3 threads, 0 born, 0 ended)") != std::string::npos);
+    // The process line says what its %wait and %off are of: not one thread's interval.
+    CHECK(run.out.find("busy (3 threads, 0 born, 0 ended; %wait, %off of ") != std::string::npos);
+    CHECK(run.out.find(" thread-seconds)") != std::string::npos);
     std::size_t rows = 0;
     for (std::size_t at = run.out.find("|__busy"); at != std::string::npos; at = run.out.find("|__busy", at + 1))
         ++rows;

@@ -1,10 +1,13 @@
-// Splitting command lines and reading durations and counts.
+// Splitting command lines, reading durations and counts, and quoting words in messages.
 #include <doctest/doctest.h>
 
+#include "base/quoting.hpp"
 #include "cmd/command_line.hpp"
-#include "cmd/runner.hpp"
+#include "cmd/commands.hpp"
 
 using namespace tdctl::cmd;
+using tdctl::quoted_word;
+using tdctl::word_excerpt;
 
 TEST_CASE("words, quotes, escapes, comments")
 {
@@ -53,4 +56,31 @@ TEST_CASE("help covers every command")
         CHECK_FALSE(help_text(c).empty());
     CHECK(help_text("bogus").empty());
     CHECK(help_text("").find("watch") != std::string::npos);
+}
+
+TEST_CASE("a word in a message: whole up to 80 bytes, else its start and its length")
+{
+    CHECK(quoted_word("frob") == "'frob'");
+    CHECK(quoted_word("") == "''");
+    CHECK(word_excerpt("frob") == "frob");
+    const std::string eighty(80, 'a');
+    CHECK(quoted_word(eighty) == "'" + eighty + "'");
+    CHECK(quoted_word(eighty + "b") == "'" + eighty + "...' (81 bytes)");
+    CHECK(word_excerpt(std::string(10240, 'w')) == std::string(80, 'w') + "... (10240 bytes)");
+    // Never half a UTF-8 sequence: "é" is 2 bytes, the 80th byte would split one.
+    std::string accents = std::string(79, 'a');
+    for (int i = 0; i < 10; ++i)
+        accents += "\xc3\xa9";
+    CHECK(word_excerpt(accents) == std::string(79, 'a') + "... (99 bytes)");
+    // The options' messages quote the value the same way.
+    const run_option_grammar g{option_for | option_count, run_option_grammar::operand_kind::none, "", "usage: x"};
+    const std::string bad = std::string(5000, '9') + "x";
+    CHECK(parse_run_options({"x", "--count", bad}, 1, g).error() == "bad count '" + std::string(80, '9') +
+                                                                         "...' (5001 bytes)");
+    CHECK(parse_run_options({"x", "--for", "0"}, 1, g).error() == "bad duration '0'");
+    // A message made elsewhere: each long word of it cut, the rest kept.
+    CHECK(tdctl::long_words_cut("cannot run " + std::string(200, 'p') + ": No such file") ==
+          "cannot run " + std::string(80, 'p') + "... (201 bytes) No such file");
+    CHECK(tdctl::long_words_cut("") == "");
+    CHECK(tdctl::long_words_cut(" a  b ") == " a  b ");
 }

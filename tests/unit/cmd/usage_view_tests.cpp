@@ -58,7 +58,7 @@ TEST_CASE("off CPU is alive minus on CPU minus waiting, never below 0")
     CHECK(r.usr + r.sys + r.wait + r.off == doctest::Approx(50));
 }
 
-TEST_CASE("top_table: the process line sums every thread, rows are ordered and cut")
+TEST_CASE("top_table: the process line sums every thread's CPU, rows are ordered and cut")
 {
     core::window_usage w;
     w.window_ns = second;
@@ -78,7 +78,10 @@ TEST_CASE("top_table: the process line sums every thread, rows are ordered and c
     CHECK(t.process.born == 1);
     CHECK(t.process.ended == 1);
     CHECK(t.process.rates.usr + t.process.rates.sys == doctest::Approx(90 + 100.0 / 3 + 1));
-    CHECK(t.process.rates.wait == doctest::Approx(10 + 200.0 / 3));
+    // Run-queue wait and off CPU as shares of the 4 thread-seconds alive.
+    CHECK(t.process.thread_seconds == doctest::Approx(4.0));
+    CHECK(t.process.rates.wait == doctest::Approx(100.0 * (0.1 + 2.0 / 3) / 4));
+    CHECK(t.process.rates.off == doctest::Approx(100.0 * (1 + 0.99) / 4));
     CHECK(t.process.interval == doctest::Approx(1.0));
     CHECK(t.rows[0].time == 5.0);
 
@@ -138,6 +141,42 @@ TEST_CASE("time_split_rows: most runnable first; beyond the limit one row sums t
     CHECK(cut[2].on_cpu + cut[2].wait + cut[2].off == doctest::Approx(cut[2].duration));
     CHECK(cut[2].text().find("(90.0%)") != std::string::npos);
     CHECK(time_split_rows(core::window_usage{}, "sleep", 1, 0, 32).empty());
+}
+
+TEST_CASE("top_table: the process line's %wait and %off are shares of its threads' time, not sums")
+{
+    // Six blocked threads were 600 % off CPU when the line summed the rows.
+    core::window_usage blocked;
+    blocked.window_ns = 2 * second;
+    for (pid_t t = 20; t < 26; ++t)
+        blocked.lwps.push_back(lwp(t, "idle", 0, 0, 2 * second));
+    auto idle = top_table(blocked, top_view{20, "prog", top_column::cpu, std::nullopt}, 1.0);
+    CHECK(idle.process.rates.off == doctest::Approx(100));
+    CHECK(idle.process.rates.wait == 0);
+    CHECK(idle.process.rates.usr + idle.process.rates.sys == 0);
+    CHECK(idle.process.thread_seconds == doctest::Approx(12));
+
+    // Two threads on two CPUs: 200 % CPU as pidstat's process line; one born
+    // halfway counts the half it lived; cut rows count too.
+    core::window_usage busy;
+    busy.window_ns = second;
+    busy.lwps = {lwp(30, "main", second / 2, second / 4, second), lwp(31, "spin", second, 0, second),
+                 lwp(32, "new", second / 4, 0, second / 2)};
+    busy.lwps[2].born = true;
+    auto both = top_table(busy, top_view{30, "prog", top_column::cpu, 1}, 1.0);
+    REQUIRE(both.rows.size() == 1);
+    CHECK(both.process.rates.usr + both.process.rates.sys == doctest::Approx(175));
+    CHECK(both.process.thread_seconds == doctest::Approx(2.5));
+    CHECK(both.process.rates.wait == doctest::Approx(100.0 * 0.25 / 2.5));
+    CHECK(both.process.rates.off == doctest::Approx(100.0 * (0.25 + 0.25) / 2.5));
+    // On CPU, waiting and off add up to the thread time.
+    const auto& p = both.process.rates;
+    CHECK((p.usr + p.sys) / 100 * both.process.interval / both.process.thread_seconds * 100 + p.wait + p.off ==
+          doctest::Approx(100));
+    // An empty window: no division by zero.
+    auto none = top_table(core::window_usage{}, top_view{30, "prog", top_column::cpu, std::nullopt}, 1.0);
+    CHECK(none.process.rates.wait == 0);
+    CHECK(none.process.rates.off == 0);
 }
 
 TEST_CASE("top's options: --sort takes a word, --limit a count")

@@ -185,6 +185,15 @@ TEST_CASE("parse_event_list errors name the problem and list the valid names") {
         REQUIRE_FALSE(r.has_value());
         CHECK(r.error().find("'create death'") != std::string::npos);
     }
+    SUBCASE("a 10 kB word is quoted by its first 80 bytes, never whole") {
+        const std::string word(10240, 'x');
+        for (const std::string& text : {word, "create," + word, word + ",,"}) {
+            const auto r = ev::parse_event_list(text);
+            REQUIRE_FALSE(r.has_value());
+            CHECK(r.error().find(std::string(70, 'x') + "...' (") != std::string::npos);
+            CHECK(r.error().size() < 600);
+        }
+    }
 }
 
 TEST_CASE("lists and sets convert both ways with glibc's layout") {
