@@ -410,7 +410,8 @@ void traced_process::run_to(target_addr where, const char* what)
         }
     }
     // Leave the site's reason count at zero and its bytes restored.
-    sites_.at(where).site->remove(*journal_);
+    if (breakpoint_site* site = sites_.find(where))
+        site->remove(*journal_);
     sites_.erase(where);
     run_to_reached_ = where;
     stop_all();
@@ -419,45 +420,20 @@ void traced_process::run_to(target_addr where, const char* what)
 
 // ---------------------------------------------------------------- breakpoints
 
-namespace {
-
-// Inserts the site `make()` builds at addr unless one is there, and counts
-// one more reason for it. Sites: traced_process's map of site entries.
-template <class Sites, class Make>
-const breakpoint_site& add_site(Sites& sites, target_addr addr, Make make, target_memory& memory,
-                                change_journal& journal)
-{
-    auto it = sites.find(addr);
-    if (it == sites.end()) {
-        std::unique_ptr<breakpoint_site> site = make();
-        site->insert(memory, journal);
-        if (log::debug_enabled())  // describe() formats a string: not on every hit
-            log::debug("breakpoint {}", site->describe());
-        it = sites.emplace(addr, typename Sites::mapped_type{std::move(site), 0}).first;
-    }
-    ++it->second.reasons;
-    return *it->second.site;
-}
-
-}  // namespace
-
 const breakpoint_site& traced_process::add_breakpoint(target_addr addr, std::uint64_t function_size)
 {
-    return add_site(
-        sites_, addr, [&] { return std::make_unique<breakpoint_site>(addr, function_size); }, *memory_, *journal_);
+    return sites_.add_breakpoint(addr, function_size, *memory_, *journal_);
 }
 
 void traced_process::remove_breakpoint(target_addr addr)
 {
-    auto it = sites_.find(addr);
-    if (it == sites_.end())
+    breakpoint_site* site = sites_.drop_reason(addr);
+    if (site == nullptr)
         return;
-    if (--it->second.reasons > 0)
-        return;
-    clear_threads_from(*it->second.site);
+    clear_threads_from(*site);
     if (!gone_)
-        it->second.site->remove(*journal_);
-    sites_.erase(it);
+        site->remove(*journal_);
+    sites_.erase(addr);
 }
 
 void traced_process::clear_threads_from(const breakpoint_site& site)
@@ -488,45 +464,35 @@ void traced_process::clear_threads_from(const breakpoint_site& site)
 void traced_process::withdraw_sites()
 {
     park_trap_stops();
-    for (auto& [addr, entry] : sites_) {
-        if (!entry.site->is_inserted())
+    for (target_addr addr : sites_.addresses()) {
+        breakpoint_site* site = sites_.inserted_at(addr);
+        if (site == nullptr)
             continue;
-        clear_threads_from(*entry.site);
-        if (!gone_ && !entry.site->remove(*journal_))
+        clear_threads_from(*site);
+        if (!gone_ && !site->remove(*journal_))
             log::warning("could not put back the code at {}", addr);
-        entry.withdrawn = true;
+        sites_.mark_withdrawn(addr);
     }
 }
 
 void traced_process::reinsert_withdrawn_sites()
 {
-    for (auto& [addr, entry] : sites_) {
-        if (!entry.withdrawn)
-            continue;
-        entry.withdrawn = false;
-        if (!gone_)
-            entry.site->insert(*memory_, *journal_);
-    }
+    sites_.reinsert_withdrawn(*memory_, *journal_, !gone_);
 }
 
 const breakpoint_site& traced_process::add_signal_site(target_addr addr, stop_flag flag)
 {
-    return add_site(
-        sites_, addr, [&] { return std::make_unique<breakpoint_site>(addr, flag); }, *memory_, *journal_);
+    return sites_.add_signal_site(addr, flag, *memory_, *journal_);
 }
 
 const breakpoint_site* traced_process::site_at(target_addr addr) const
 {
-    auto it = sites_.find(addr);
-    return it == sites_.end() ? nullptr : it->second.site.get();
+    return sites_.find(addr);
 }
 
 std::vector<const breakpoint_site*> traced_process::sites() const
 {
-    std::vector<const breakpoint_site*> out;
-    for (const auto& [a, e] : sites_)
-        out.push_back(e.site.get());
-    return out;
+    return sites_.all();
 }
 
 // ---------------------------------------------------------------- wait loop
@@ -674,7 +640,7 @@ std::optional<stop_event> traced_process::on_task_ended(tid_t tid, wait_status w
 std::optional<stop_event> traced_process::on_signal_stop(task& t, int sig)
 {
     hold_stopped(t);
-    if (report_signo_ != 0 && sig == report_signo_) {
+    if (int report = sites_.report_signal().signo; report != 0 && sig == report) {
         std::optional<stop_event> ev;
         if (on_report_signal(t, ev))
             return ev;
@@ -736,8 +702,7 @@ std::optional<stop_event> traced_process::on_breakpoint_trap(task& t)
         return std::nullopt;
     }
     target_addr at = regs->pc() - breakpoint_pc_adjust;
-    auto it = sites_.find(at);
-    if (it == sites_.end() || !it->second.site->is_inserted()) {
+    if (sites_.inserted_at(at) == nullptr) {
         // Not (or no longer) ours: a real SIGTRAP, passed on by the caller.
         return std::nullopt;
     }
@@ -757,18 +722,18 @@ bool traced_process::on_report_signal(task& t, std::optional<stop_event>& ev)
     }
     // Only the agent's stub stops there with this signal queued by itself:
     // anything else is somebody's signal, delivered as usual.
-    if (regs->pc() != report_stopped_pc_)
+    const report_signal_setting& report = sites_.report_signal();
+    if (regs->pc() != report.stopped_pc)
         return false;
     // The program may have been sent the same signal (it may even catch it
     // by now): only the agent's own carries its value.
     siginfo_t info{};
     if (ptrace_call(PTRACE_GETSIGINFO, t.tid, nullptr, &info) != 0 || info.si_code != SI_QUEUE ||
-        reinterpret_cast<std::uint64_t>(info.si_value.sival_ptr) != report_value_.value)
+        reinterpret_cast<std::uint64_t>(info.si_value.sival_ptr) != report.value.value)
         return false;
     target_addr at{regs->arg4()};
-    auto it = sites_.find(at);
-    if (it == sites_.end() || !it->second.site->is_inserted() ||
-        it->second.site->kind() != step_over_kind::signal_stop) {
+    if (const breakpoint_site* site = sites_.inserted_at(at);
+        site == nullptr || site->kind() != step_over_kind::signal_stop) {
         // Raised just before its flag went back to 0: ours, dropped.
         restart_if_free(t);
         return true;
@@ -794,10 +759,9 @@ std::optional<stop_event> traced_process::on_trap_before_interrupt(task& t)
     if (!regs)
         return std::nullopt;
     target_addr at = regs->pc() - breakpoint_pc_adjust;
-    auto it = sites_.find(at);
     // pc one past an inserted site is reachable only through its trap byte:
     // the site holds a `ret` or the first byte of a longer instruction.
-    if (it == sites_.end() || !it->second.site->is_inserted())
+    if (sites_.inserted_at(at) == nullptr)
         return std::nullopt;
     // pc one past a site is also where a thread resumed in place sits before
     // its `ret`: only a trap's SIGTRAP still queued for the thread tells.
@@ -881,10 +845,10 @@ void traced_process::consume_owed_sigtrap(task& t)
 
 void traced_process::finish_step_over(task& t)
 {
-    auto it = sites_.find(t.trap_site);
-    if (it == sites_.end())
+    breakpoint_site* found = sites_.find(t.trap_site);
+    if (found == nullptr)
         return;
-    breakpoint_site& site = *it->second.site;
+    breakpoint_site& site = *found;
     consume_owed_sigtrap(t);
     if (site.kind() == step_over_kind::single_step) {
         step_over_single(t, site);
@@ -1031,9 +995,7 @@ void traced_process::let_go_new_process(tid_t child, bool has_own_memory)
     if (has_own_memory) {
         try {
             process_memory child_mem(child.value);
-            // A signal-stop site's byte is its flag, not the function's code.
-            for (auto& [addr, e] : sites_)
-                (void)e.site->restore_into(child_mem);
+            sites_.write_saved_bytes(child_mem);
         } catch (const error& e) {
             log::debug("cleaning child process {}: {}", child.value, e.what());
         }
@@ -1068,15 +1030,12 @@ std::optional<stop_event> traced_process::on_exec(tid_t tid)
         it = it->first == leader ? std::next(it) : tasks_.erase(it);
     if (!find_task(leader))
         add_task(leader);
-    sites_.clear();
+    sites_.forget_image();
     queue_.erase(std::remove_if(queue_.begin(), queue_.end(),
                                 [](const stop_event& e) { return e.kind != stop_kind::process_exited; }),
                  queue_.end());
     memory_->reopen();
     journal_->forget_all();  // the old image's changes went with it
-    report_signo_ = 0;  // the old image's agent went with it
-    report_stopped_pc_ = {};
-    report_value_ = {};
     task& t = *find_task(leader);
     t.stopped = true;
     t.trap_site = {};
@@ -1186,18 +1145,18 @@ void traced_process::restart(task& t)
 
 void traced_process::step_over(task& t)
 {
-    auto it = sites_.find(t.trap_site);
+    breakpoint_site* inserted = sites_.inserted_at(t.trap_site);
     if (t.trap_by_signal) {
         // Stopped in the agent's stub, not in the reporting function: its
         // own `ret` is next, whatever became of the site.
-    } else if (it == sites_.end() || !it->second.site->is_inserted()) {
+    } else if (inserted == nullptr) {
         // The site went away meanwhile: re-execute the original bytes.
         if (auto regs = registers::read(t.tid)) {
             regs->set_pc(t.trap_site);
             regs->write(t.tid);
         }
     } else {
-        breakpoint_site& site = *it->second.site;
+        breakpoint_site& site = *inserted;
         switch (site.kind()) {
         case step_over_kind::resume_in_place:
             break;  // the pc already sits on the `ret` after the trap byte
@@ -1314,9 +1273,8 @@ void traced_process::park(task& t)
         // its run goes on (after the reporting function's return, or on the
         // patch's own `ret`). A single-step site needs its bytes lifted and
         // the others held at restart: that task stays as it is.
-        auto it = sites_.find(t.trap_site);
-        if (it != sites_.end() && it->second.site->is_inserted() &&
-            it->second.site->kind() == step_over_kind::single_step)
+        if (const breakpoint_site* site = sites_.inserted_at(t.trap_site);
+            site != nullptr && site->kind() == step_over_kind::single_step)
             return;
         consume_owed_sigtrap(t);
         step_over(t);
@@ -1515,13 +1473,12 @@ void traced_process::remove_all_sites()
 {
     // Finish every step-over, and drop every trap's queued SIGTRAP, before
     // the bytes go back: a detached thread must never meet either.
-    for (auto& [addr, e] : sites_)
-        clear_threads_from(*e.site);
+    for (target_addr addr : sites_.addresses())
+        if (const breakpoint_site* site = sites_.find(addr))
+            clear_threads_from(*site);
     for (auto& [tid, t] : tasks_)
         consume_owed_sigtrap(*t);
-    for (auto& [addr, e] : sites_)
-        e.site->remove(*journal_);
-    sites_.clear();
+    sites_.remove_all(*journal_);
 }
 
 void traced_process::finish_detach(std::vector<tid_t>& dying, std::vector<tid_t>& in_vfork)

@@ -25,6 +25,7 @@
 #include "ptrace/breakpoint_site.hpp"
 #include "ptrace/process_memory.hpp"
 #include "ptrace/registers_x86_64.hpp"
+#include "ptrace/site_table.hpp"
 #include "ptrace/waiter.hpp"
 
 namespace tdctl::ptrace {
@@ -129,12 +130,10 @@ public:
     /// Signal 0 turns this off.
     void set_report_signal(int signo, target_addr stopped_pc, target_addr value)
     {
-        report_signo_ = signo;
-        report_stopped_pc_ = stopped_pc;
-        report_value_ = value;
+        sites_.set_report_signal({signo, stopped_pc, value});
     }
     /// The signal set_report_signal() named (0: none; cleared by an exec).
-    int report_signal() const { return report_signo_; }
+    int report_signal() const { return sites_.report_signal().signo; }
     /// Drops one reason; the last one removes the site. Must be called with
     /// every task stopped (hold) so no thread is between trap and report.
     void remove_breakpoint(target_addr addr);
@@ -368,12 +367,7 @@ private:
     std::unique_ptr<change_journal> journal_;   // after memory_: goes first, restoring through it
     std::map<tid_t, std::unique_ptr<task>> tasks_;
     std::unordered_map<tid_t, wait_status> early_stops_;   // new clones whose first stop beat the parent's event
-    struct site_entry {
-        std::unique_ptr<breakpoint_site> site;
-        int reasons = 0;
-        bool withdrawn = false;   // bytes put back by withdraw_sites()
-    };
-    std::map<target_addr, site_entry> sites_;
+    site_table sites_;
     std::deque<stop_event> queue_;
     wait_end last_wait_ = wait_end::status;
     // A clone/fork event was lost to a SIGKILL of its parent: new tasks met
@@ -383,9 +377,6 @@ private:
     int cancel_fd_ = -1;   // readable: give up waiting (attach only)
     target_addr run_to_reached_;  // where the last run_to() stopped the leader
     target_addr call_marker_;     // a remote call's return address; null when none runs
-    int report_signo_ = 0;        // set_report_signal()
-    target_addr report_stopped_pc_;
-    target_addr report_value_;
 };
 
 }  // namespace tdctl::ptrace
