@@ -464,4 +464,23 @@ std::string backtrace_record::text() const
     return text;
 }
 
+json_record bt_skipped_record::json() const
+{
+    json_record rec;
+    rec["type"] = "bt_skipped";
+    rec["count"] = tids.size();
+    rec["tids"] = tids;
+    rec["reason"] = "ended";
+    return rec;
+}
+
+std::string bt_skipped_record::text() const
+{
+    std::string list;
+    for (pid_t tid : tids)
+        list += fmt::format("{}{}", list.empty() ? "" : ", ", tid);
+    return fmt::format("bt: {} skipped: ended before their stacks were read ({})", count_of(tids.size(), "thread"),
+                       list);
+}
+
 }  // namespace tdctl::cmd

@@ -221,6 +221,15 @@ struct backtrace_record {
     std::string text() const;
 };
 
+/// `bt all`: the threads it listed that were ending (past their exit, or
+/// reaped) when their turn came, so had no stack to read. Printed only when
+/// there is one.
+struct bt_skipped_record {
+    std::vector<pid_t> tids;  ///< in the order `bt all` met them
+    json_record json() const;
+    std::string text() const;
+};
+
 /// `deadlock`: every cycle of the wait-for graph with each member's stack,
 /// and every mutex wait (records_deadlock.cpp). A member holds the mutex the
 /// member before it in the cycle wants (the one the graph shows; it may hold
