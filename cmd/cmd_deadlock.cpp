@@ -1,5 +1,5 @@
 // `deadlock`: the target held, its mutex waits and the cycles of its
-// wait-for graph (core/deadlock_scan.hpp). Needs no agent.
+// wait-for graph (core/locks/deadlock_scan.hpp). Needs no agent.
 #include "cmd/commands.hpp"
 #include "cmd/records.hpp"
 #include "cmd/target_hold.hpp"

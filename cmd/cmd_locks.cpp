@@ -2,7 +2,7 @@
 // TD_LOCK_TRY, TD_SLEEP, TD_READY (and TD_PRI_INHERIT) reports, counted by
 // events/lock_contention;
 // the waiter's stack and the lock's owner are read at each report while the
-// waiter is stopped (core/lock_probe.hpp). Works on whatever session reports
+// waiter is stopped (core/locks/lock_probe.hpp). Works on whatever session reports
 // those events, launched with --agent or not.
 #include <algorithm>
 #include <unordered_set>

@@ -9,7 +9,7 @@
 #include "base/quoting.hpp"
 #include "cmd/commands.hpp"
 #include "cmd/records.hpp"
-#include "core/lwp_usage.hpp"
+#include "core/accounting/lwp_usage.hpp"
 #include "ptrace/procfs.hpp"
 
 namespace tdctl::cmd {

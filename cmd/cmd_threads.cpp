@@ -8,7 +8,7 @@
 #include "cmd/commands.hpp"
 #include "cmd/records.hpp"
 #include "cmd/target_hold.hpp"
-#include "core/thread_list.hpp"
+#include "core/protocol/thread_list.hpp"
 #include "events/event_names.hpp"
 #include "ptrace/procfs.hpp"
 #include "symbols/demangle.hpp"

@@ -42,7 +42,7 @@
 #include "cmd/signal_source.hpp"
 #include "cmd/terminal.hpp"
 #include "cmd/trace_output.hpp"
-#include "core/session.hpp"
+#include "core/session/session.hpp"
 #include "events/event_names.hpp"
 #include "events/json_format.hpp"
 #include "ptrace/attach_diagnosis.hpp"

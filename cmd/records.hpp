@@ -15,9 +15,9 @@
 
 #include <thread_db.h>
 
-#include "core/backtrace.hpp"
-#include "core/deadlock_scan.hpp"
-#include "core/session.hpp"
+#include "core/stacks/backtrace.hpp"
+#include "core/locks/deadlock_scan.hpp"
+#include "core/session/session.hpp"
 #include "events/event_message.hpp"
 #include "events/json_format.hpp"
 

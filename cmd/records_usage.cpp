@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "cmd/records.hpp"
-#include "core/lwp_usage.hpp"
+#include "core/accounting/lwp_usage.hpp"
 #include "events/event_sink.hpp"
 
 namespace tdctl::cmd {

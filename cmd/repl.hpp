@@ -5,7 +5,7 @@
 #include "cmd/output.hpp"
 #include "cmd/runner.hpp"
 #include "cmd/signal_source.hpp"
-#include "core/session.hpp"
+#include "core/session/session.hpp"
 
 namespace tdctl::cmd {
 

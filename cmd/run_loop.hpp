@@ -14,7 +14,7 @@
 #include "cmd/run_waker.hpp"
 #include "cmd/session_slot.hpp"
 #include "cmd/signal_source.hpp"
-#include "core/session.hpp"
+#include "core/session/session.hpp"
 
 namespace tdctl::cmd {
 

@@ -16,7 +16,7 @@
 #include "cmd/run_loop.hpp"
 #include "cmd/session_slot.hpp"
 #include "cmd/signal_source.hpp"
-#include "core/session.hpp"
+#include "core/session/session.hpp"
 #include "events/event_summary.hpp"
 
 namespace tdctl::cmd {

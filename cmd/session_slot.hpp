@@ -6,7 +6,7 @@
 #include <memory>
 #include <optional>
 
-#include "core/session.hpp"
+#include "core/session/session.hpp"
 
 namespace tdctl::cmd {
 

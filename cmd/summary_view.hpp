@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/session.hpp"
+#include "core/session/session.hpp"
 #include "events/event_summary.hpp"
 #include "events/json_format.hpp"
 

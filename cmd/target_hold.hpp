@@ -4,7 +4,7 @@
 #pragma once
 
 #include "cmd/output.hpp"
-#include "core/session.hpp"
+#include "core/session/session.hpp"
 
 namespace tdctl::cmd {
 

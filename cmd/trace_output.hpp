@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/session.hpp"
+#include "core/session/session.hpp"
 #include "events/event_sink.hpp"
 #include "events/trace_recorder.hpp"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cmd/records.hpp"
-#include "core/usage_window.hpp"
+#include "core/accounting/usage_window.hpp"
 
 namespace tdctl::cmd {
 

@@ -1,5 +1,5 @@
 // td_ta_enable_stats: start (reset) or freeze the statistics of a target.
-#include "core/lwp_accounting.hpp"
+#include "core/accounting/lwp_accounting.hpp"
 
 namespace tdctl::core {
 

@@ -1,6 +1,6 @@
 // td_ta_get_stats: the live counters (nthreads, r_concurrency) and the
 // averages gathered since td_ta_enable_stats, reduced to td_ta_stats_t's ints.
-#include "core/lwp_accounting.hpp"
+#include "core/accounting/lwp_accounting.hpp"
 #include "ptrace/procfs.hpp"
 
 namespace tdctl::core {

@@ -1,6 +1,6 @@
 // td_ta_new: choose the backend that publishes the event protocol.
 #include "core/thread_agent.hpp"
-#include "core/thread_backend.hpp"
+#include "core/protocol/thread_backend.hpp"
 #include "core/thread_handle.hpp"
 
 namespace tdctl::core {

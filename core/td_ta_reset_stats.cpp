@@ -1,5 +1,5 @@
 // td_ta_reset_stats: start the averages again from now.
-#include "core/lwp_accounting.hpp"
+#include "core/accounting/lwp_accounting.hpp"
 
 namespace tdctl::core {
 

@@ -1,6 +1,6 @@
 // td_ta_thr_iter and td_ta_map_lwp2thr: the live threads of the target.
 #include "core/thread_agent.hpp"
-#include "core/thread_backend.hpp"
+#include "core/protocol/thread_backend.hpp"
 #include "core/thread_handle.hpp"
 
 namespace tdctl::core {

@@ -2,7 +2,7 @@
 #include <cstring>
 
 #include "core/thread_agent.hpp"
-#include "core/thread_backend.hpp"
+#include "core/protocol/thread_backend.hpp"
 #include "core/thread_handle.hpp"
 
 namespace tdctl::core {

@@ -10,7 +10,7 @@
 #include <thread_db.h>
 
 #include "base/types.hpp"
-#include "core/event_protocol.hpp"
+#include "core/protocol/event_protocol.hpp"
 #include "core/target_access.hpp"
 #include "core/td_result.hpp"
 
@@ -48,7 +48,7 @@ public:
     const protocol_layout& layout() const { return protocol_.layout(); }
     event_protocol& protocol() { return protocol_; }
     target_access& target() { return protocol_.target(); }
-    /// What this thread library does its own way (core/thread_backend.hpp);
+    /// What this thread library does its own way (core/protocol/thread_backend.hpp);
     /// lives as long as the agent.
     thread_backend& seam() { return *backend_; }
 
@@ -86,7 +86,7 @@ private:
 };
 
 /// A target with the thread library found in it: what the parts that work
-/// on thread records ask (core/live_target.hpp is one; unit tests fake one
+/// on thread records ask (core/session/live_target.hpp is one; unit tests fake one
 /// over a memory image).
 class library_access : public target_access {
 public:

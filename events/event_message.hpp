@@ -13,7 +13,7 @@
 
 namespace tdctl::events {
 
-/// The kind of lock a TD_LOCK_TRY / TD_SLEEP waits for (core/lock_probe.hpp).
+/// The kind of lock a TD_LOCK_TRY / TD_SLEEP waits for (core/locks/lock_probe.hpp).
 enum class lock_kind { unknown, mutex, rwlock, spin };
 
 /// A td_event_msg_t plus what the controller knows about it.
@@ -48,7 +48,7 @@ struct event_message {
     /// TD_CREATE: where the new thread was created, the return address into
     /// the caller of pthread_create (the creator's first frame outside the
     /// thread library), read while the creator was stopped at the report;
-    /// null when unknown (core/call_site.hpp).
+    /// null when unknown (core/stacks/call_site.hpp).
     target_addr call_site;
     /// TD_SLEEP while lock probes are on (`locks`): the kind of lock slept
     /// on, and the TID its owner field named while the reporter was stopped

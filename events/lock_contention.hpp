@@ -25,7 +25,7 @@
 namespace tdctl::events {
 
 /// Where waiters called the lock: their stack as the controller cut it (the
-/// reporting library's frames dropped, core/lock_probe.hpp).
+/// reporting library's frames dropped, core/locks/lock_probe.hpp).
 struct lock_call_site {
     std::vector<stack_frame> frames;   ///< innermost first: the program's call into the lock function first
     std::uint64_t contentions = 0;     ///< contentions whose TD_SLEEP had this stack

@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "base/error.hpp"
-#include "core/session.hpp"
+#include "core/session/session.hpp"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include "core/got_routing.hpp"
+#include "core/inject/got_routing.hpp"
 #include "symbols/elf_module.hpp"
 #include "tests/support/support.hpp"
 

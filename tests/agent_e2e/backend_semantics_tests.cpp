@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include "core/session.hpp"
+#include "core/session/session.hpp"
 #include "core/thread_handle.hpp"
 #include "events/event_names.hpp"
 #include "events/event_set.hpp"

@@ -23,7 +23,7 @@
 
 #include <fmt/format.h>
 
-#include "core/got_routing.hpp"
+#include "core/inject/got_routing.hpp"
 #include "symbols/elf_module.hpp"
 #include "tests/agent_e2e/agent_e2e_support.hpp"
 #include "tests/support/support.hpp"

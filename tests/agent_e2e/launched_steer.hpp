@@ -17,7 +17,7 @@
 
 #include "base/types.hpp"
 #include "base/unique_fd.hpp"
-#include "core/session.hpp"
+#include "core/session/session.hpp"
 #include "tests/support/temp_file.hpp"
 
 namespace tdctl::agent_e2e {

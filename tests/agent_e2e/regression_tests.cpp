@@ -27,7 +27,7 @@ std::vector<event_fact> only(const std::vector<event_fact>& facts, std::initiali
 
 // Bug 1. `watch lock_try` (any event list without create/concurrency) arms
 // the event and enables the threads alive at arm() time, but a thread created
-// later is never enabled on tdagent: core/session.cpp enables new threads at
+// later is never enabled on tdagent: core/session/session.cpp enables new threads at
 // their clone stop only for nptl (thread_backend::enable_on_birth():
 // `at_clone_stop`), and for tdagent only when it drains a TD_CREATE
 // (`at_create_report`, on_watched_report). Without TD_CREATE armed the agent
@@ -53,7 +53,7 @@ TEST_CASE("watch of one event follows threads created during the watch (tdagent)
 // Bug 2. A detached thread's own TD_REAP (at its exit) is printed with
 // "tid":0 and "name":"" although the message sits in that thread's own
 // buffer and it is the reporter. agent/thread_lifecycle.c thread_exit_hook
-// stores `rec->tid = 0` before `tdagent_reap(rec, rec)`; core/session.cpp
+// stores `rec->tid = 0` before `tdagent_reap(rec, rec)`; core/session/session.cpp
 // drain() takes the message's tid from the subject record's tid field
 // (`subject = read_tid(handle)`), so it reads 0. Every other event's "tid"
 // is the thread the message is about (the reporter, or the new thread for
@@ -95,7 +95,7 @@ TEST_CASE("relocking an owned error-checking mutex does not report a sleep")
 }
 
 // Bug 4. A thread other than main that execs ends as a thread; tdctl
-// reports its TD_DEATH from the exec stop (origin "exec"; core/session.cpp
+// reports its TD_DEATH from the exec stop (origin "exec"; core/session/session.cpp
 // on_exec, uncommitted work in the tree when this was written — at commit
 // c28cbee there was no such DEATH at all). On tdagent that message carries
 // the thread's glibc pthread_t (the exec stop's thread pointer,

@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "base/error.hpp"
-#include "core/session.hpp"
+#include "core/session/session.hpp"
 #include "events/event_names.hpp"
 #include "tests/conformance/steer_driver.hpp"
 #include "tests/support/support.hpp"

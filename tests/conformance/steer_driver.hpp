@@ -15,7 +15,7 @@
 #include <thread_db.h>
 
 #include "base/types.hpp"
-#include "core/session.hpp"
+#include "core/session/session.hpp"
 #include "tests/support/support.hpp"
 
 namespace tdctl::conformance {

@@ -18,9 +18,9 @@
 
 #include <fmt/format.h>
 
-#include "core/session.hpp"
+#include "core/session/session.hpp"
 #include "core/thread_handle.hpp"
-#include "core/thread_list.hpp"
+#include "core/protocol/thread_list.hpp"
 #include "tests/conformance/steer_driver.hpp"
 #include "tests/conformance/thread_db_host.hpp"
 #include "tests/support/support.hpp"

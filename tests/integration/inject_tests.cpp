@@ -30,7 +30,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core/agent_loader.hpp"
+#include "core/inject/agent_loader.hpp"
 #include "tests/integration/integration_support.hpp"
 #include "tests/support/proc.hpp"
 #include "tests/support/temp_file.hpp"

@@ -15,8 +15,8 @@ namespace {
 // Expected (issue 3, SPEC §7): "an unknown or exited TID → ESRCH".
 // Observed: a thread that has exited — joined in the target, state Z in
 // /proc — still gets a full rusage and lwpinfo until the session happens to
-// reap it with waitpid (the next pump()). core/lwp_usage.cpp
-// read_lwp_rusage() and core/lwp_accounting.cpp lwp_accounting::lwp_info() only check that
+// reap it with waitpid (the next pump()). core/accounting/lwp_usage.cpp
+// read_lwp_rusage() and core/accounting/lwp_accounting.cpp lwp_accounting::lwp_info() only check that
 // /proc/PID/task/TID/status is readable with the right Tgid; a traced
 // thread's zombie stays there until its tracer reaps it, and the session has
 // already seen its exit stop (on_thread_exiting) by then.
@@ -43,7 +43,7 @@ TEST_CASE("rusage_collect and lwp_info of an exited, not yet reaped thread are E
 // §6), so its integral nidle_num (64-bit) never goes down between two
 // get_stats of the same window, like the other three.
 // Observed: with more runnable threads than CPUs it goes down by up to tens of
-// ms every few dozen samples. core/stats_collector.cpp current() takes
+// ms every few dozen samples. core/accounting/stats_collector.cpp current() takes
 // wait_ns from schedstat, whose run_delay is charged only when a waiting
 // task gets a CPU (sched_info_arrive): a wait in progress at a sample is
 // counted as idle (alive − cpu − wait) and taken back at a later sample.
@@ -79,7 +79,7 @@ TEST_CASE("the nidle integral never decreases (busy 4 0 0 on 2 CPUs)")
 // Observed: when every thread of the target is runnable all the time, the
 // run-queue waits that began before the window (enable/reset) are charged to
 // it when they end (schedstat's run_delay grows only on sched_info_arrive),
-// so nrunnable's integral exceeds nlwps's; core/stats_collector.cpp
+// so nrunnable's integral exceeds nlwps's; core/accounting/stats_collector.cpp
 // to_averages() then clamps nidle to 0, and nidle + nrunnable != nlwps.
 // The same happens on a loaded machine in the first short windows of any
 // target (stats_robustness_tests logs it: e.g. nrunnable 7.35 ms against
@@ -150,7 +150,7 @@ TEST_CASE("sleep and watch intervals are at least as long as asked")
 // (a_concurrency_num 260 ms against 450 ms of process CPU; nlwps 0.98 for a
 // process that had 2 LWPs all along). ptrace/traced_process.cpp on_exec()
 // drops the vanished threads (and their queued thread_exited events) without
-// telling the session, and core/session.cpp on_exec() does not tell the
+// telling the session, and core/session/session.cpp on_exec() does not tell the
 // stats_collector: the old worker stays in stats_collector::live_ but is no
 // longer among lwps(), so its CPU and lifetime drop out of current()'s sums,
 // and the new main thread (the exec'ing one, TID = PID) is not in live_ once

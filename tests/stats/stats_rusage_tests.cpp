@@ -16,7 +16,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include "core/lwp_usage.hpp"
+#include "core/accounting/lwp_usage.hpp"
 #include "tests/stats/stats_support.hpp"
 
 namespace tdctl::stats_test {

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/session.hpp"
+#include "core/session/session.hpp"
 #include "tests/support/support.hpp"
 
 namespace tdctl::stats_test {

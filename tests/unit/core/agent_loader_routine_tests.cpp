@@ -1,4 +1,4 @@
-// The loader routine (core/agent_loader_x86_64.S) run in this process as
+// The loader routine (core/inject/agent_loader_x86_64.S) run in this process as
 // tdctl runs it in a target: its bytes copied into a fresh page made
 // read+exec, its block (make_loader_block, as tdctl fills it) in the page
 // after, a thread started on it with pthread_create. Stand-ins for dlopen,
@@ -29,7 +29,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "core/agent_loader_routine.hpp"
+#include "core/inject/agent_loader_routine.hpp"
 #include "tests/support/fixtures.hpp"
 
 using namespace tdctl;

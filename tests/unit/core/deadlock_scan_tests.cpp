@@ -10,9 +10,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core/deadlock_scan.hpp"
-#include "core/mutex_layout.hpp"
-#include "core/wait_for_graph.hpp"
+#include "core/locks/deadlock_scan.hpp"
+#include "core/locks/mutex_layout.hpp"
+#include "core/locks/wait_for_graph.hpp"
 
 using namespace tdctl;
 using namespace tdctl::core;

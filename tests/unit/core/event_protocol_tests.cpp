@@ -8,7 +8,7 @@
 
 #include <doctest/doctest.h>
 
-#include "core/event_protocol.hpp"
+#include "core/protocol/event_protocol.hpp"
 #include "events/event_set.hpp"
 #include "tests/support/image_memory.hpp"
 

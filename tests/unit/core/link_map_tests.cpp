@@ -7,8 +7,8 @@
 #include <link.h>
 #include <string>
 
-#include "core/late_routing.hpp"
-#include "core/link_map.hpp"
+#include "core/inject/late_routing.hpp"
+#include "core/inject/link_map.hpp"
 #include "tests/support/image_memory.hpp"
 
 using namespace tdctl;

@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "core/lock_probe.hpp"
+#include "core/locks/lock_probe.hpp"
 #include "tests/support/image_memory.hpp"
 
 using namespace tdctl;

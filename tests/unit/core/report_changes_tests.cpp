@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "base/change_journal.hpp"
-#include "core/report_changes.hpp"
+#include "core/session/report_changes.hpp"
 #include "core/thread_agent.hpp"
 #include "events/event_names.hpp"
 #include "tests/support/image_memory.hpp"

@@ -11,7 +11,7 @@
 
 #include "core/thread_agent.hpp"
 #include "core/thread_handle.hpp"
-#include "core/thread_list.hpp"
+#include "core/protocol/thread_list.hpp"
 #include "tests/support/image_memory.hpp"
 
 using namespace tdctl;

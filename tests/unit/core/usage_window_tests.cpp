@@ -15,7 +15,7 @@
 
 #include <doctest/doctest.h>
 
-#include "core/usage_window.hpp"
+#include "core/accounting/usage_window.hpp"
 
 using namespace tdctl;
 using core::counter_depth;
