@@ -355,7 +355,7 @@ TEST_SUITE("repl fuzz")
         MESSAGE("seed ", seed, " (TDCTL_FUZZ_SEED replays it), ", lines, " lines in ", terminals.size(), " sessions");
 
         auto target = start_endless_trickle();
-        const pid_t pid = target.pid();
+        pid_t pid = target.pid();
         temp_home home;
         std::size_t session_no = 0;
         auto start_tdctl = [&] {
@@ -372,7 +372,7 @@ TEST_SUITE("repl fuzz")
         std::map<std::string, int> kinds;
         std::map<std::string, double> seconds_by_kind;
         std::size_t bytes = 0;
-        int recoveries = 0, restarts = 0;
+        int recoveries = 0, restarts = 0, kills = 0;
         std::uint64_t typed = 0;
         std::vector<std::string> recent;  // the last lines typed, for a failure message
         const auto started = std::chrono::steady_clock::now();
@@ -423,6 +423,23 @@ TEST_SUITE("repl fuzz")
             bool ok = tdctl->type(l.keys + " \r", 30s) && sync(15s);
             seconds_by_kind[l.kind] +=
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - line_started).count();
+            if (ok && target.wait_exit(0ms)) {
+                // Only a line the editor turned into `kill` (cursor moves,
+                // deletions, transposes: "k", Home, "ill" is one) may end the
+                // target: tdctl says it killed it, and the status agrees.
+                auto st = *target.wait_exit(0ms);
+                const std::string said = fmt::format("process {} killed by SIGKILL", pid);
+                REQUIRE_MESSAGE((st.term_signal() == SIGKILL && tdctl->screen().find(said) != std::string::npos),
+                                failure("the target ended: " + st.describe()));
+                ++kills;
+                MESSAGE("line ", typed, " (", l.kind, ") was edited into kill: ", escape_bytes(l.keys.substr(0, 400)));
+                tdctl->type("quit\r");
+                REQUIRE_MESSAGE(tdctl->wait_exit(30s).has_value(), failure("tdctl did not end after quit"));
+                target = start_endless_trickle();
+                pid = target.pid();
+                tdctl = start_tdctl();
+                continue;
+            }
             if (ok)
                 continue;
             // A closed terminal: tdctl is gone or going; its status says how.
@@ -452,8 +469,8 @@ TEST_SUITE("repl fuzz")
         for (const auto& [k, n] : kinds)
             mix += fmt::format(" {} {} ({:.1f} s)", k, n, seconds_by_kind[k]);
         MESSAGE(fmt::format("{} lines ({} bytes) in {:.1f} s:{}; {} recovered with Ctrl-C, {} sessions ended by an "
-                            "edited quit",
-                            lines, bytes, took, mix, recoveries, restarts));
+                            "edited quit, {} targets by an edited kill",
+                            lines, bytes, took, mix, recoveries, restarts, kills));
         CHECK_MESSAGE(wait_until([&] { auto s = proc_state(pid); return s && *s != 't' && *s != 'T'; }, 10s),
                       "state " << proc_state(pid).value_or('?'));
         // Lines are built to end by themselves; more than a few that needed
