@@ -19,17 +19,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
-
-/// A sleeper fixture with one worker: two threads.
-struct sleeper_target {
-    temp_file record{"batch-sleeper"};
-    child_process process;
-    sleeper_target() : process(start_fixture("sleeper", {"--record", record.path(), "1"}, record.path())) {}
-    pid_t pid() const { return process.pid(); }
-    std::string pid_text() const { return std::to_string(process.pid()); }
-};
-
 /// The index of the first record of `type` in `records`, or -1.
 long first_of(const std::vector<json>& records, std::string_view type)
 {

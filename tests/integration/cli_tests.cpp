@@ -24,8 +24,6 @@ std::size_t line_count(const std::string& text)
     return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
 }
 
-bool contains(const std::string& text, std::string_view what) { return text.find(what) != std::string::npos; }
-
 /// An attach that must fail: exit 2, exactly one line on stderr, nothing on
 /// stdout (text mode).
 void check_attach_refused(const tdctl_run& run)
@@ -37,14 +35,6 @@ void check_attach_refused(const tdctl_run& run)
     CHECK(run.result.err.starts_with("tdctl: "));
     CHECK(run.result.out.empty());
 }
-
-struct sleeper_target {
-    temp_file record{"sleeper-record"};
-    child_process process;
-    sleeper_target() : process(start_fixture("sleeper", {"--record", record.path(), "1"}, record.path())) {}
-    pid_t pid() const { return process.pid(); }
-    std::string pid_text() const { return std::to_string(process.pid()); }
-};
 
 }  // namespace
 

@@ -21,17 +21,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
-
-/// A sleeper fixture with one worker, attached to by the cases below.
-struct sleeper_target {
-    temp_file record{"ux-sleeper"};
-    child_process process;
-    sleeper_target() : process(start_fixture("sleeper", {"--record", record.path(), "1"}, record.path())) {}
-    pid_t pid() const { return process.pid(); }
-    std::string pid_text() const { return std::to_string(process.pid()); }
-};
-
 /// Every record has "type", "time" (a number) and "pid" (the target's, or
 /// null where there is none); "" when so, else what is wrong.
 std::string records_without_type_time_pid(const std::vector<json>& records, std::optional<pid_t> pid)
