@@ -3,7 +3,8 @@
 // commands after it run, and tdctl exits 2 at the end. Each case failed
 // before its fix: the first mistyped line ended the session, a bad word was
 // echoed whole however long, `-p ''` was "nothing to do", and `detach` then
-// `quit` said "1 command not run".
+// `quit` said "1 command not run". Also: an unknown command or a file of
+// garbage named by where it came from (-e N, FILE:LINE).
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -18,17 +19,6 @@ using namespace tdctl::itest;
 using namespace std::chrono_literals;
 
 namespace {
-
-bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
-
-/// A sleeper fixture with one worker: two threads.
-struct sleeper_target {
-    temp_file record{"batch-sleeper"};
-    child_process process;
-    sleeper_target() : process(start_fixture("sleeper", {"--record", record.path(), "1"}, record.path())) {}
-    pid_t pid() const { return process.pid(); }
-    std::string pid_text() const { return std::to_string(process.pid()); }
-};
 
 /// The index of the first record of `type` in `records`, or -1.
 long first_of(const std::vector<json>& records, std::string_view type)
@@ -206,6 +196,55 @@ TEST_SUITE("batch errors")
         INFO(between.describe());
         CHECK(between.result.status.exit_code() == 0);
         CHECK(contains(between.result.out, "detached from the target; 1 command not run, from `threads` (-e 2)"));
+        CHECK(tracer_pid(t.pid()) == 0);
+    }
+
+    TEST_CASE("an unknown command: exit 2, the message names -e 1 and the word, the target is detached")
+    {
+        require_attach();
+        sleeper_target t;
+        auto run = run_tdctl({"-p", t.pid_text(), "-e", "bogus", "-e", "threads"}, 30s);
+        INFO(run.describe());
+        CHECK(run.result.status.exit_code() == 2);
+        CHECK(contains(run.result.err, "-e 1"));
+        CHECK(contains(run.result.err, "bogus"));
+        // The command after the failing one runs, as gdb -batch's -ex do.
+        CHECK(contains(run.result.out, "TRACEME"));
+        CHECK(contains(run.result.out, "detached"));
+        CHECK(tracer_pid(t.pid()) == 0);
+        // Back in pause() (just after the detach it may still be on its way
+        // there, 'R', on a loaded machine).
+        CHECK_MESSAGE(wait_until([&] { return proc_state(t.pid()) == 'S'; }, 5s),
+                      "state " << proc_state(t.pid()).value_or('?'));
+    }
+
+    TEST_CASE("a command file with garbage: exit 2 naming the file and line")
+    {
+        require_attach();
+        sleeper_target t;
+        temp_file script("garbage-script");
+        std::ofstream(script.path(), std::ios::binary) << "threads\n\x01\x02\xff((garbage\"\nthreads\n";
+        auto run = run_tdctl({"-p", t.pid_text(), "-x", script.path()}, 30s);
+        INFO(run.describe());
+        CHECK(run.result.status.exit_code() == 2);
+        CHECK(contains(run.result.err, script.path() + ":2"));
+        CHECK(tracer_pid(t.pid()) == 0);
+    }
+
+    // Without a terminal `-e bogus -e lwpinfo` ended at `bogus` and never
+    // said that `lwpinfo` was not run. Now the commands after a failed one
+    // run (gdb -batch -ex), and the exit status says one failed.
+    TEST_CASE("a failed -e command: the commands after it run, exit 2")
+    {
+        require_attach();
+        sleeper_target t;
+        auto run = run_tdctl({"-p", t.pid_text(), "-e", "bogus", "-e", "lwpinfo", "-e", "threads"}, 30s);
+        INFO(run.describe());
+        CHECK(run.result.status.exit_code() == 2);
+        CHECK(contains(run.result.err, "-e 1: unknown command 'bogus'"));
+        CHECK_FALSE(contains(run.result.out, "not run"));
+        CHECK(contains(run.result.out, "lwp_utime"));
+        CHECK(contains(run.result.out, "TRACEME"));
         CHECK(tracer_pid(t.pid()) == 0);
     }
 }

@@ -181,6 +181,19 @@ tdctl::test::child_process start_fixture(const std::string& name, const std::vec
                                          const std::string& record_path,
                                          const tdctl::test::spawn_options& options = {});
 
+/// Whether `part` occurs in `text`.
+inline bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+
+/// A sleeper fixture with one worker (two threads), started and running
+/// (its record says `done`).
+struct sleeper_target {
+    tdctl::test::temp_file record{"sleeper-record"};
+    tdctl::test::child_process process;
+    sleeper_target() : process(start_fixture("sleeper", {"--record", record.path(), "1"}, record.path())) {}
+    pid_t pid() const { return process.pid(); }
+    std::string pid_text() const { return std::to_string(process.pid()); }
+};
+
 /// One thread the steer fixture created, from its `spawn` answer
 /// ("thread <index> <tid> <pthread_t>").
 struct steer_thread {

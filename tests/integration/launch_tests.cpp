@@ -2,7 +2,9 @@
 // death is reported exactly once (SPEC §9 "Nothing lost"), compared with the
 // fixture's own record; static and non-glibc targets (SPEC §2) still run to
 // completion, and attached with live threads they are listed from /proc
-// while event commands answer TD_NOLIBTHREAD.
+// while event commands answer TD_NOLIBTHREAD. Also: signals sent while
+// threads are created all arrive; a program that cannot be launched is
+// reported as a failed launch.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -417,5 +419,40 @@ TEST_SUITE("launch")
         CHECK(none.result.status.exit_code() == 2);
         CHECK(std::count(none.result.err.begin(), none.result.err.end(), '\n') == 1);
         CHECK(none.result.err.find(missing.path()) != std::string::npos);
+    }
+
+    // A program that cannot be launched was reported as {"error":"attach"}.
+    TEST_CASE("a failed launch is labelled launch, not attach")
+    {
+        require_ptrace();
+        auto run = run_tdctl({"--json", "--", "/nonexistent/tdctl-no-such-program"}, 30s);
+        INFO(run.describe());
+        CHECK(run.result.status.exit_code() == 2);
+        auto errors = run.of_type("error");
+        REQUIRE(errors.size() == 1);
+        CHECK(errors[0].value("error", "") == "launch");
+    }
+
+    TEST_CASE("signals 100 launched: every signal delivered, exact counts, exit 0")
+    {
+        require_ptrace();
+        temp_file record("signals-record");
+        auto run = run_tdctl({"--json", "--", fixture_path("signals"), "--record", record.path(), "100"}, 60s);
+        INFO(run.describe());
+        auto facts = read_record(record.path());
+        INFO("record: " << format_record(facts));
+
+        CHECK(run.result.status.exit_code() == 0);
+        CHECK(count_kind(facts, "signal-sent") == 100);
+        CHECK(count_kind(facts, "signal-got") == 100);
+        CHECK(count_kind(facts, "done") == 1);
+        auto threads = to_multiset(thread_tids(facts));
+        auto diff_create = multiset_difference(threads, tid_multiset(run.events("TD_CREATE")));
+        CHECK_MESSAGE(diff_create.empty(), "TD_CREATE: " << diff_create);
+        auto diff_death = multiset_difference(threads, tid_multiset(run.events("TD_DEATH")));
+        CHECK_MESSAGE(diff_death.empty(), "TD_DEATH: " << diff_death);
+        auto exits = run.of_type("exit");
+        REQUIRE(exits.size() == 1);
+        CHECK(int_field(exits[0], "status") == 0);
     }
 }

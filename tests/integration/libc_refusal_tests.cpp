@@ -4,8 +4,8 @@
 // here tdctl runs without both (dropped with setpriv when this test has
 // them), so it cannot, and it must either still make events work or refuse
 // with a message that names that reason. The case where map_files is
-// readable is in hard_cases_tests.cpp. Its own executable, so that its
-// outcome is reported apart from the other hard cases.
+// readable is in changed_libc_tests.cpp. Its own executable, so that its
+// outcome is reported apart.
 #include <doctest/doctest.h>
 
 #include <cstdint>

@@ -2,7 +2,8 @@
 // renders it, and it cannot drift from the program: every command `help`
 // lists is documented in COMMANDS with every word and option of its `help
 // COMMAND` synopsis, every option `tdctl --help` lists is in OPTIONS, and
-// every example `tdctl --help` ends with is in EXAMPLES.
+// every example `tdctl --help` ends with is in EXAMPLES. `help COMMAND
+// SUBCOMMAND` gives the command's help.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -343,4 +344,15 @@ TEST_CASE("tdctl --help ends with examples, deadlock and locks among them, each 
         CHECK_MESSAGE(std::any_of(tags.begin(), tags.end(), [&](const auto& t) { return std::regex_match(t, pattern); }),
                       "--help's example `", e, "` is not in the manual page's EXAMPLES");
     }
+}
+
+// `help event set` was a usage error: help takes the command's first word.
+TEST_CASE("help with a subcommand gives the command's help")
+{
+    require_ptrace();
+    auto run = run_tdctl({"-e", "help event set", "-e", "help stats show", "--", "true"}, 30s);
+    INFO(run.describe());
+    CHECK(run.result.status.exit_code() == 0);
+    CHECK(run.result.out.find("event set EVENTS [TID]") != std::string::npos);
+    CHECK(run.result.out.find("stats enable") != std::string::npos);
 }

@@ -2,11 +2,16 @@
 // fixture's start routines `f`, `i`, `v` and its lock array `m` were shown
 // as "float", "int", "void" and "unsigned long" (the demangler read them as
 // type codes). A library whose file is named "evil (deleted)" (a copy of
-// libfx_plugin.so, loaded by plugin_host) was shown as "evil".
+// libfx_plugin.so, loaded by plugin_host) was shown as "evil". A thread
+// named 'a b) c' (the named fixture), which breaks naive parsers of
+// /proc/PID/task/TID/stat, is listed and named in its events exactly.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -173,4 +178,112 @@ TEST_CASE("a library whose file name ends in \" (deleted)\" keeps its whole name
         ++summarized;
     }
     CHECK(summarized >= 1);
+}
+
+TEST_CASE("named: the thread name 'a b) c' is listed exactly, in JSON and in text, and named in its events")
+{
+    require_attach();
+    temp_file record("named-record");
+    auto target = start_fixture("named", {"--record", record.path()}, record.path());
+    const pid_t pid = target.pid();
+    auto facts = read_record(record.path());
+    auto named = facts_of_kind(facts, "thread");
+    REQUIRE(named.size() == 1);
+    REQUIRE(named[0].label() == "a b) c");
+    const pid_t tid = named[0].id();
+    REQUIRE(task_comm(pid, tid) == "a b) c");
+
+    auto run = run_tdctl({"--json", "-p", std::to_string(pid), "-e", "threads"}, 30s);
+    {
+        INFO(run.describe());
+        CHECK(run.result.status.exit_code() == 0);
+        auto threads = run.of_type("thread");
+        CHECK(threads.size() == 2);
+        auto it = std::find_if(threads.begin(), threads.end(),
+                               [&](const json& t) { return int_field(t, "tid") == tid; });
+        REQUIRE(it != threads.end());
+        CHECK((*it)["name"] == "a b) c");
+        CHECK(hex_field(*it, "handle") == named[0].handle());
+    }
+    auto text = run_tdctl({"-p", std::to_string(pid), "-e", "threads"}, 30s);
+    {
+        INFO(text.describe());
+        CHECK(text.result.status.exit_code() == 0);
+        bool found = false;
+        std::istringstream lines(text.result.out);
+        for (std::string line; std::getline(lines, line);)
+            if (line.find("a b) c") != std::string::npos && line.find(std::to_string(tid)) != std::string::npos &&
+                line.find(fmt::format("{:#x}", named[0].handle())) != std::string::npos)
+                found = true;
+        CHECK_MESSAGE(found, "no line with the TID, the name 'a b) c' and the handle");
+    }
+    CHECK(tracer_pid(pid) == 0);
+
+    // Events about threads that bear the name when they are reported:
+    // the named thread starts a child (named so from its clone on), and
+    // both end, while a watch is armed. Armed means: both reporting
+    // addresses planted, the global mask changed and the named thread
+    // reporting, read past tdctl.
+    const auto regions = nptl_regions(pid, {named[0].handle()});
+    const auto before = take_snapshot(pid, regions);
+    auto tdctl = child_process::spawn({tdctl_path(), "--json", "-p", std::to_string(pid), "-e",
+                                       "watch create,death --count 3 --for 30"});
+    REQUIRE(json::parse(tdctl.require_line(20s), nullptr, false).value("type", "") == "attached");
+    auto armed = [&] {
+        auto now = take_snapshot(pid, regions);
+        const auto flag = now.at(fmt::format("{:#x}.report_events", named[0].handle()));
+        return now.at("text __nptl_create_event") != before.at("text __nptl_create_event") &&
+               now.at("text __nptl_death_event") != before.at("text __nptl_death_event") &&
+               now.at("__nptl_threads_events") != before.at("__nptl_threads_events") &&
+               std::any_of(flag.begin(), flag.end(), [](std::uint8_t b) { return b != 0; });
+    };
+    REQUIRE_MESSAGE(wait_until(armed, 10s), "the watch did not arm: "
+                                                << snapshot_difference(before, take_snapshot(pid, regions)));
+    CHECK(target.ask("end", 20s) == "ended");
+    auto status = tdctl.require_exit(40s);
+    INFO("tdctl stdout:\n" << tdctl.stdout_text() << "stderr:\n" << tdctl.stderr_text());
+    CHECK(status.exit_code() == 0);
+
+    facts = read_record(record.path());
+    INFO("record: " << format_record(facts));
+    auto threads = facts_of_kind(facts, "thread");
+    REQUIRE(threads.size() == 2);
+    const pid_t child = threads[1].id();
+    // The fixture's own account of the child's name (read back by the
+    // child itself) and of both ends.
+    REQUIRE(threads[1].label() == "a b) c");
+    std::set<pid_t> exits;
+    for (const auto& f : facts_of_kind(facts, "exit"))
+        exits.insert(f.id());
+    CHECK(exits == std::set<pid_t>{tid, child});
+
+    auto records = parse_records(tdctl.stdout_text());
+    auto creates = event_records(records, "TD_CREATE");
+    auto deaths = event_records(records, "TD_DEATH");
+    REQUIRE(creates.size() == 1);
+    CHECK(int_field(creates[0], "tid") == child);
+    CHECK(int_field(creates[0], "reporter") == tid);
+    CHECK(hex_field(creates[0], "handle") == threads[1].handle());
+    CHECK(creates[0].value("name", "") == threads[1].label());
+    REQUIRE(deaths.size() == 2);
+    std::map<pid_t, std::string> death_names;
+    for (const auto& d : deaths)
+        death_names[static_cast<pid_t>(int_field(d, "tid"))] = d.value("name", "");
+    CHECK(death_names == std::map<pid_t, std::string>{{tid, named[0].label()}, {child, threads[1].label()}});
+    auto bad = malformed_thread_events(creates) + malformed_thread_events(deaths);
+    CHECK_MESSAGE(bad.empty(), bad);
+    auto ends = records_of_type(records, "watch_end");
+    REQUIRE(ends.size() == 1);
+    CHECK(ends[0]["reason"] == "count");
+
+    // Put back (the process-wide part; both threads are gone).
+    CHECK(tracer_pid(pid) == 0);
+    const auto global = nptl_regions(pid, {});
+    memory_snapshot global_before;
+    for (const auto& r : global)
+        global_before[r.name] = before.at(r.name);
+    auto diff = snapshot_difference(global_before, take_snapshot(pid, global));
+    CHECK_MESSAGE(diff.empty(), "changed by tdctl:\n" << diff);
+    CHECK(target.ask("ping") == "pong");
+    CHECK(wait_until([&] { return live_tids(pid) == std::set<pid_t>{pid}; }, 5s));
 }

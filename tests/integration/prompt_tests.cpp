@@ -1,7 +1,8 @@
 // The prompt as a user types at it, on a pty (issue 12): Tab completes
 // commands, subcommands and TIDs; `attach PID` and `run PROG` after a
 // `detach` or the target's exit; one Ctrl-C in `sleep` gives one fresh
-// prompt; a failed -e line names what it leaves unrun, as without a terminal.
+// prompt; a failed -e line names what it leaves unrun, as without a terminal;
+// `quit` after a Ctrl-C exits 0.
 // Each case failed before its fix.
 #include <doctest/doctest.h>
 
@@ -168,6 +169,27 @@ TEST_SUITE("prompt")
         REQUIRE_MESSAGE(tdctl.wait_for(prompt, 10s), tdctl.tail());
         CHECK(tdctl.screen().find("not run") == std::string::npos);
         quit_cleanly(tdctl);
+        CHECK(tracer_pid(target.pid()) == 0);
+    }
+
+    // Ctrl-C at the prompt ends the running command only; the session then
+    // ended with `quit` exited 130, as if tdctl had been interrupted.
+    TEST_CASE("REPL: Ctrl-C ends `sleep`, then `quit` exits 0")
+    {
+        require_attach();
+        auto target = child_process::spawn({fixture_path("sleeper"), "2"});
+        REQUIRE(wait_until([&] { return task_tids(target.pid()).size() == 3; }, 10s));
+        pty_process tdctl({tdctl_path(), "-p", std::to_string(target.pid())});
+        REQUIRE_MESSAGE(tdctl.wait_for("(tdctl) ", 20s), tdctl.screen());
+        tdctl.type("sleep 30\r");
+        std::this_thread::sleep_for(500ms);
+        tdctl.type("\x03");
+        REQUIRE_MESSAGE(tdctl.wait_for("(tdctl) ", 10s), "no prompt after Ctrl-C:\n", tdctl.screen());
+        tdctl.type("quit\r");
+        auto status = tdctl.wait_exit(20s);
+        REQUIRE_MESSAGE(status.has_value(), tdctl.screen());
+        CHECK_MESSAGE(WIFEXITED(*status), tdctl.screen());
+        CHECK_MESSAGE(WEXITSTATUS(*status) == 0, tdctl.screen());
         CHECK(tracer_pid(target.pid()) == 0);
     }
 }
