@@ -14,7 +14,7 @@ namespace {
 bool is_ending(command_context& c, tid_t lwp)
 {
     const auto* t = c.session().target().process().find(lwp);
-    return t == nullptr || t->exiting;
+    return t == nullptr || t->is_exiting();
 }
 
 }  // namespace

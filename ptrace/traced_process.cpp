@@ -22,6 +22,7 @@
 #include "ptrace/attach_diagnosis.hpp"
 #include "ptrace/procfs.hpp"
 #include "ptrace/ptrace_call.hpp"
+#include "ptrace/task.hpp"
 
 namespace tdctl::ptrace {
 
@@ -55,36 +56,6 @@ const char* stop_kind_name(stop_kind k)
     }
     return "?";
 }
-
-struct traced_process::task : task_info {
-    bool needs_owner = false;        // stopped with an event the owner has not resumed yet
-    bool interrupt_pending = false;  // PTRACE_INTERRUPT sent, its trap not yet seen
-    int pending_signal = 0;          // delivered on restart
-    target_addr trap_site;           // trapped on this site; step-over due on restart
-    bool trap_by_signal = false;     // ... stopped by the report signal (a signal-stop site)
-    std::optional<registers> trap_regs;
-    // The task executed a trap byte but reported our interrupt first: the
-    // trap's SIGTRAP is still queued and is swallowed when it comes.
-    bool sigtrap_owed = false;
-    // In the signal-delivery-stop of a SIGTRAP of ours (a hit, a single step,
-    // run_to's arrival). Were the tracer to die now, the kernel would wake
-    // the task with that SIGTRAP still its stop's signal, and it would take
-    // it: park() moves a held task out of such a stop.
-    bool in_trap_stop = false;
-    // Blocked in vfork() until its child execs or exits: it cannot run a
-    // single instruction of its own before then, and with an interrupt
-    // pending it stops before it does. Counted as held, never waited for.
-    bool in_vfork = false;
-
-    /// Keeps a signal the task stopped for, to deliver on its restart.
-    void keep_signal(int sig)
-    {
-        pending_signal = sig;
-        ++signals_received;
-    }
-    /// The registers at its trap on trap_site, or as they are now.
-    registers regs_at_trap() const { return trap_regs ? *trap_regs : registers::read(tid).value_or(registers{}); }
-};
 
 traced_process::traced_process(pid_t pid, bool launched)
     : pid_(pid), launched_(launched), waiter_(std::make_unique<waiter>())
@@ -122,21 +93,20 @@ const task_info* traced_process::find(tid_t tid) const
 std::optional<registers> traced_process::trap_registers(tid_t tid) const
 {
     auto it = tasks_.find(tid);
-    if (it == tasks_.end() || it->second->trap_site.is_null())
+    if (it == tasks_.end() || !it->second->hit)
         return std::nullopt;
-    return it->second->trap_regs;
+    return it->second->hit->regs;
 }
 
-traced_process::task* traced_process::find_task(tid_t tid)
+task* traced_process::find_task(tid_t tid)
 {
     auto it = tasks_.find(tid);
     return it == tasks_.end() ? nullptr : it->second.get();
 }
 
-traced_process::task& traced_process::add_task(tid_t tid)
+task& traced_process::add_task(tid_t tid, task_state state)
 {
-    auto t = std::make_unique<task>();
-    t->tid = tid;
+    auto t = std::make_unique<task>(tid, state);
     task& added = *t;
     tasks_[tid] = std::move(t);
     return added;
@@ -153,18 +123,6 @@ void traced_process::mark_process_gone(int raw_status)
     exit_status_ = raw_status;
     tasks_.clear();
     sites_.clear();
-}
-
-std::optional<target_addr> traced_process::refresh_thread_pointer(tid_t tid)
-{
-    task* t = find_task(tid);
-    if (t == nullptr || !t->stopped)
-        return std::nullopt;
-    auto regs = registers::read(tid);
-    if (!regs)
-        return std::nullopt;
-    t->thread_pointer = regs->thread_pointer();
-    return t->thread_pointer;
 }
 
 // ---------------------------------------------------------------- attach
@@ -234,7 +192,7 @@ std::unique_ptr<traced_process> traced_process::attach(pid_t pid, int cancel_fd)
     }
     for (auto& [tid, t] : p->tasks_) {
         if (auto tp = registers::read_thread_pointer(tid))
-            t->thread_pointer = *tp;
+            t->set_thread_pointer(*tp);
     }
     p->cancel_fd_ = -1;
     log::debug("attached to {} with {} tasks", pid, p->tasks_.size());
@@ -347,11 +305,12 @@ void traced_process::run_to_exec(const unique_fd& err_read, const std::string& p
                 throw error::from_errno(e, fmt::format("cannot run {}", program));
             throw error::target(fmt::format("{} exited before it started", program));
         }
-        if (ws->kind() == wait_kind::exec_event)
-            break;
+        if (ws->kind() == wait_kind::exec_event) {
+            find_task(leader)->note_status(*ws);
+            return;
+        }
         ptrace_call(PTRACE_CONT, leader, nullptr, as_ptr(ws->signal_to_deliver()));
     }
-    find_task(leader)->stopped = true;
 }
 
 void traced_process::run_to_entry()
@@ -372,10 +331,8 @@ void traced_process::run_to(target_addr where, const char* what)
     // Stopped there by the previous run_to: step over the site first. (A
     // fresh exec's pc also sits on its entry point, where the trap must come
     // at once, before the first instruction runs.)
-    if (auto regs = registers::read(leader); regs && regs->pc() == where && where == run_to_reached_) {
-        lt.trap_site = where;
-        lt.trap_regs = regs;
-    }
+    if (auto regs = registers::read(leader); regs && regs->pc() == where && where == run_to_reached_)
+        lt.hit = trap_hit{where, false, *regs};
     // An exec queued during a hold: run the lone new task anyway.
     int saved_depth = hold_depth_;
     hold_depth_ = 0;
@@ -390,17 +347,16 @@ void traced_process::run_to(target_addr where, const char* what)
         tid_t tid = got.tid;
         wait_status ws = *got.status;
         if (tid == leader && ws.kind() == wait_kind::signal_stop && ws.signal() == SIGTRAP) {
-            task& t = *find_task(leader);
-            t.stopped = true;
             auto regs = registers::read(leader);
             if (regs && regs->pc() - breakpoint_pc_adjust == where) {
                 regs->set_pc(where);
                 regs->write(leader);
-                t.thread_pointer = regs->thread_pointer();
-                t.in_trap_stop = true;
+                task& t = *find_task(leader);
+                t.set_thread_pointer(regs->thread_pointer());
+                t.note_status(ws);
+                t.note_trap_of_ours();
                 break;
             }
-            t.stopped = false;
         }
         if (auto ev = handle_status(tid, ws)) {
             if (ev->kind == stop_kind::process_exited)
@@ -444,20 +400,20 @@ void traced_process::clear_threads_from(const breakpoint_site& site)
     // it; once the original bytes are back, that byte is padding again, so
     // the thread performs its return here.
     for (auto& [tid, t] : tasks_) {
-        if (!t->stopped || t->exiting)
+        if (!is_live_stop(t->state()))
             continue;
-        if (t->trap_site == site.address()) {
+        if (t->hit && t->hit->site == site.address()) {
             finish_step_over(*t);
             continue;
         }
-        if (site.kind() != step_over_kind::resume_in_place || !t->trap_site.is_null())
+        if (site.kind() != step_over_kind::resume_in_place || t->hit)
             continue;
         auto regs = registers::read(tid);
         if (!regs || regs->pc() != site.address() + breakpoint_pc_adjust)
             continue;
         consume_owed_sigtrap(*t);
         if (regs->emulate_return(*memory_) && regs->write(tid))
-            t->returned_from_site = site.address();
+            t->set_returned_from_site(site.address());
     }
 }
 
@@ -504,7 +460,7 @@ std::optional<stop_event> traced_process::take_queued()
     stop_event ev = queue_.front();
     queue_.pop_front();
     if (ev.kind == stop_kind::thread_exited || ev.kind == stop_kind::process_exited) {
-        if (task* t = find_task(ev.tid); t != nullptr && t->exiting && !t->stopped)
+        if (task* t = find_task(ev.tid); t != nullptr && t->state() == task_state::exiting)
             forget_task(ev.tid);
         if (ev.kind == stop_kind::process_exited && !gone_)
             mark_process_gone(ev.status);
@@ -540,16 +496,9 @@ std::optional<stop_event> traced_process::next_event(int timeout_ms)
     }
 }
 
-void traced_process::hold_stopped(task& t)
-{
-    t.stopped = true;
-    t.in_vfork = false;
-    t.in_trap_stop = false;
-}
-
 void traced_process::leave_to_owner(const stop_event& ev)
 {
-    if (task* t = find_task(ev.tid); t != nullptr && t->stopped)
+    if (task* t = find_task(ev.tid); t != nullptr && t->is_stopped())
         t->needs_owner = true;
     if (ev.kind == stop_kind::thread_created)
         if (task* c = find_task(ev.child); c != nullptr)
@@ -569,11 +518,10 @@ std::optional<stop_event> traced_process::handle_status(tid_t tid, wait_status w
         on_unknown_task(tid, ws);
         return std::nullopt;
     }
-    if (ws.is_stop() && ws.kind() != wait_kind::event_stop) {
-        // Any ptrace-stop clears the kernel's pending interrupt trap: the
-        // PTRACE_INTERRUPT is satisfied by whichever stop comes first.
-        t->interrupt_pending = false;
-    }
+    // Every status moves the task's state (task_state.hpp). Any ptrace-stop
+    // clears the kernel's pending interrupt trap: the PTRACE_INTERRUPT is
+    // satisfied by whichever stop comes first.
+    bool interrupted = !ws.has_ended() && t->note_status(ws);
     switch (ws.kind()) {
     case wait_kind::exited:
     case wait_kind::killed:
@@ -584,7 +532,7 @@ std::optional<stop_event> traced_process::handle_status(tid_t tid, wait_status w
         on_group_stop(*t);
         return std::nullopt;
     case wait_kind::event_stop:
-        return on_event_stop(*t);
+        return on_event_stop(*t, interrupted);
     case wait_kind::clone_event:
         return on_clone(*t);
     case wait_kind::fork_event:
@@ -592,15 +540,12 @@ std::optional<stop_event> traced_process::handle_status(tid_t tid, wait_status w
         on_fork(*t, ws.kind() == wait_kind::vfork_event);
         return std::nullopt;
     case wait_kind::exec_event:
-        return on_exec(tid);
+        return on_exec(tid, ws);
     case wait_kind::exit_event:
-        hold_stopped(*t);
-        t->exiting = true;
         return stop_event{stop_kind::thread_exiting, tid, {}, {}, 0};
     case wait_kind::vfork_done:
     case wait_kind::syscall_stop:
     case wait_kind::other:
-        hold_stopped(*t);
         restart_if_free(*t);
         return std::nullopt;
     }
@@ -639,7 +584,6 @@ std::optional<stop_event> traced_process::on_task_ended(tid_t tid, wait_status w
 
 std::optional<stop_event> traced_process::on_signal_stop(task& t, int sig)
 {
-    hold_stopped(t);
     if (int report = sites_.report_signal().signo; report != 0 && sig == report) {
         std::optional<stop_event> ev;
         if (on_report_signal(t, ev))
@@ -653,15 +597,15 @@ std::optional<stop_event> traced_process::on_signal_stop(task& t, int sig)
     }
     if (sig == SIGTRAP) {
         if (auto ev = on_breakpoint_trap(t)) {
-            t.in_trap_stop = true;
+            t.note_trap_of_ours();
             return ev;
         }
-        if (!t.trap_site.is_null() || !t.stopped)
+        if (t.hit || !t.is_stopped())
             return std::nullopt;
     }
     if (sig == SIGSEGV && !call_marker_.is_null())
-        if (auto r = registers::read(t.tid); r && r->pc() == call_marker_)
-            return stop_event{stop_kind::call_returned, t.tid, {}, call_marker_, 0};
+        if (auto r = registers::read(t.tid()); r && r->pc() == call_marker_)
+            return stop_event{stop_kind::call_returned, t.tid(), {}, call_marker_, 0};
     if (sig == SIGCONT)
         for (auto& [id, other] : tasks_)
             other->in_group_stop = false;
@@ -672,17 +616,12 @@ std::optional<stop_event> traced_process::on_signal_stop(task& t, int sig)
 
 void traced_process::on_group_stop(task& t)
 {
-    hold_stopped(t);
     t.in_group_stop = true;
-    t.interrupt_pending = false;
     restart_if_free(t);
 }
 
-std::optional<stop_event> traced_process::on_event_stop(task& t)
+std::optional<stop_event> traced_process::on_event_stop(task& t, bool interrupted)
 {
-    hold_stopped(t);
-    bool interrupted = t.interrupt_pending;
-    t.interrupt_pending = false;
     // The kernel reports a pending jobctl trap before a queued signal: a
     // thread that had just executed a trap byte shows up here, past the
     // site, with the trap's SIGTRAP still queued. It is a hit.
@@ -696,9 +635,9 @@ std::optional<stop_event> traced_process::on_event_stop(task& t)
 
 std::optional<stop_event> traced_process::on_breakpoint_trap(task& t)
 {
-    auto regs = registers::read(t.tid);
+    auto regs = registers::read(t.tid());
     if (!regs) {
-        t.stopped = false;  // vanished; its exit status follows
+        t.note_resumed();  // vanished (SIGKILL); its exit status follows
         return std::nullopt;
     }
     target_addr at = regs->pc() - breakpoint_pc_adjust;
@@ -706,18 +645,17 @@ std::optional<stop_event> traced_process::on_breakpoint_trap(task& t)
         // Not (or no longer) ours: a real SIGTRAP, passed on by the caller.
         return std::nullopt;
     }
-    t.trap_site = at;
-    t.trap_regs = regs;
-    stop_event ev{stop_kind::breakpoint, t.tid, {}, at, 0};
+    t.hit = trap_hit{at, false, *regs};
+    stop_event ev{stop_kind::breakpoint, t.tid(), {}, at, 0};
     ev.arg0 = regs->arg0();
     return ev;
 }
 
 bool traced_process::on_report_signal(task& t, std::optional<stop_event>& ev)
 {
-    auto regs = registers::read(t.tid);
+    auto regs = registers::read(t.tid());
     if (!regs) {
-        t.stopped = false;  // vanished; its exit status follows
+        t.note_resumed();  // vanished (SIGKILL); its exit status follows
         return true;
     }
     // Only the agent's stub stops there with this signal queued by itself:
@@ -728,7 +666,7 @@ bool traced_process::on_report_signal(task& t, std::optional<stop_event>& ev)
     // The program may have been sent the same signal (it may even catch it
     // by now): only the agent's own carries its value.
     siginfo_t info{};
-    if (ptrace_call(PTRACE_GETSIGINFO, t.tid, nullptr, &info) != 0 || info.si_code != SI_QUEUE ||
+    if (ptrace_call(PTRACE_GETSIGINFO, t.tid(), nullptr, &info) != 0 || info.si_code != SI_QUEUE ||
         reinterpret_cast<std::uint64_t>(info.si_value.sival_ptr) != report.value.value)
         return false;
     target_addr at{regs->arg4()};
@@ -742,20 +680,18 @@ bool traced_process::on_report_signal(task& t, std::optional<stop_event>& ev)
     // one byte into the reporting function, its return address on top of the
     // stack (the stub is a leaf and touched no stack), the subject record as
     // the function's argument. Stacks and step-over code need no second case.
-    ev = stop_event{stop_kind::breakpoint, t.tid, {}, at, 0};
+    ev = stop_event{stop_kind::breakpoint, t.tid(), {}, at, 0};
     ev->arg0 = regs->arg5();
     regs->set_pc(at + breakpoint_pc_adjust);
-    t.trap_site = at;
-    t.trap_by_signal = true;
-    t.trap_regs = regs;
+    t.hit = trap_hit{at, true, *regs};
     return true;
 }
 
 std::optional<stop_event> traced_process::on_trap_before_interrupt(task& t)
 {
-    if (sites_.empty() || !t.trap_site.is_null())
+    if (sites_.empty() || t.hit)
         return std::nullopt;
-    auto regs = registers::read(t.tid);
+    auto regs = registers::read(t.tid());
     if (!regs)
         return std::nullopt;
     target_addr at = regs->pc() - breakpoint_pc_adjust;
@@ -765,12 +701,11 @@ std::optional<stop_event> traced_process::on_trap_before_interrupt(task& t)
         return std::nullopt;
     // pc one past a site is also where a thread resumed in place sits before
     // its `ret`: only a trap's SIGTRAP still queued for the thread tells.
-    if (!has_queued_trap(t.tid))
+    if (!has_queued_trap(t.tid()))
         return std::nullopt;
-    t.trap_site = at;
-    t.trap_regs = regs;
+    t.hit = trap_hit{at, false, *regs};
     t.sigtrap_owed = true;
-    stop_event ev{stop_kind::breakpoint, t.tid, {}, at, 0};
+    stop_event ev{stop_kind::breakpoint, t.tid(), {}, at, 0};
     ev.arg0 = regs->arg0();
     return ev;
 }
@@ -794,19 +729,17 @@ void traced_process::note_vanished(task& t, wait_status ws)
 {
     // Its exit status was taken here, outside the wait loop: report it from
     // the queue, where the task is forgotten when the owner takes the event.
-    t.stopped = false;
-    t.exiting = true;
-    bool leader = t.tid.value == pid_;
-    queue_.push_back(stop_event{leader ? stop_kind::process_exited : stop_kind::thread_exited, t.tid, {}, {},
+    t.note_gone();
+    bool leader = t.tid().value == pid_;
+    queue_.push_back(stop_event{leader ? stop_kind::process_exited : stop_kind::thread_exited, t.tid(), {}, {},
                                 ws.raw()});
 }
 
 std::optional<wait_status> traced_process::next_stop_of(task& t)
 {
-    auto ws = waiter_->wait_for(t.tid);
+    auto ws = waiter_->wait_for(t.tid());
     if (!ws) {
-        t.stopped = false;
-        t.exiting = true;
+        t.note_gone();
         return std::nullopt;
     }
     if (!ws->is_stop()) {
@@ -818,26 +751,25 @@ std::optional<wait_status> traced_process::next_stop_of(task& t)
 
 void traced_process::consume_owed_sigtrap(task& t)
 {
-    if (!t.sigtrap_owed || !t.stopped)
+    if (!t.sigtrap_owed || !t.is_stopped())
         return;
     // Resuming dequeues the SIGTRAP before any instruction runs: the task
     // stops again in its signal-delivery-stop, and the signal is dropped.
-    if (ptrace_call(PTRACE_CONT, t.tid, nullptr, nullptr) != 0)
+    if (ptrace_call(PTRACE_CONT, t.tid(), nullptr, nullptr) != 0)
         return;
     for (int i = 0; i < 8; ++i) {
         auto ws = next_stop_of(t);
         if (!ws)
             return;
-        if (ws->kind() == wait_kind::exit_event) {
-            t.exiting = true;  // killed meanwhile: let it finish dying
-        }
+        if (ws->kind() == wait_kind::exit_event)
+            t.note_status(*ws);  // killed meanwhile: let it finish dying
         if (ws->kind() == wait_kind::signal_stop && ws->signal() == SIGTRAP) {
-            t.in_trap_stop = true;
+            t.note_trap_of_ours();
             break;
         }
         if (ws->kind() == wait_kind::signal_stop)
             t.keep_signal(ws->signal());
-        if (ptrace_call(PTRACE_CONT, t.tid, nullptr, nullptr) != 0)
+        if (ptrace_call(PTRACE_CONT, t.tid(), nullptr, nullptr) != 0)
             return;
     }
     t.sigtrap_owed = false;
@@ -845,7 +777,7 @@ void traced_process::consume_owed_sigtrap(task& t)
 
 void traced_process::finish_step_over(task& t)
 {
-    breakpoint_site* found = sites_.find(t.trap_site);
+    breakpoint_site* found = t.hit ? sites_.find(t.hit->site) : nullptr;
     if (found == nullptr)
         return;
     breakpoint_site& site = *found;
@@ -857,9 +789,7 @@ void traced_process::finish_step_over(task& t)
         // and the same report cannot trap again once the bytes change.
         return_from_trap(t);
     }
-    t.trap_site = {};
-    t.trap_by_signal = false;
-    t.trap_regs.reset();
+    t.hit.reset();
 }
 
 std::optional<wait_status> traced_process::wait_first_stop(tid_t child)
@@ -902,7 +832,6 @@ bool traced_process::is_in_thread_group(tid_t task_id) const
 
 std::optional<stop_event> traced_process::on_clone(task& parent)
 {
-    hold_stopped(parent);
     auto new_tid = read_new_tid(parent);
     if (!new_tid)
         return std::nullopt;
@@ -926,19 +855,18 @@ std::optional<stop_event> traced_process::on_clone(task& parent)
         return std::nullopt;
     }
 
-    task& t = add_task(child);
-    t.stopped = true;
+    // Whatever its first stop is, it is stopped there.
+    task& t = add_task(child, task_state::stopped);
     // Its thread pointer (fs_base, set from clone's TLS argument): one word
     // of its saved registers.
     if (auto tp = registers::read_thread_pointer(child))
-        t.thread_pointer = *tp;
-    parent.newest_clone_child = child;
-    return stop_event{stop_kind::thread_created, parent.tid, child, {}, 0};
+        t.set_thread_pointer(*tp);
+    parent.set_newest_clone_child(child);
+    return stop_event{stop_kind::thread_created, parent.tid(), child, {}, 0};
 }
 
 void traced_process::on_fork(task& parent, bool is_vfork)
 {
-    hold_stopped(parent);
     auto new_tid = read_new_tid(parent);
     if (!new_tid)
         return;
@@ -954,14 +882,14 @@ void traced_process::on_fork(task& parent, bool is_vfork)
 std::optional<tid_t> traced_process::read_new_tid(task& parent)
 {
     unsigned long msg = 0;
-    if (ptrace_call(PTRACE_GETEVENTMSG, parent.tid, nullptr, &msg) == 0 && msg > 0)
+    if (ptrace_call(PTRACE_GETEVENTMSG, parent.tid(), nullptr, &msg) == 0 && msg > 0)
         return tid_t{static_cast<pid_t>(msg)};
     // A SIGKILL (the group's exit, another thread's exec) took the parent out
     // of its event stop: it is no longer stopped and its next status is its
     // exit. The new task, if any, is met as a stranger (on_unknown_task);
     // waiting for "TID 0" would take any child's status.
-    log::debug("task {}: its clone/fork event has gone (parent killed)", parent.tid.value);
-    parent.stopped = false;
+    log::debug("task {}: its clone/fork event has gone (parent killed)", parent.tid().value);
+    parent.note_resumed();
     parent_events_lost_ = true;
     let_go_orphan_processes();
     return std::nullopt;
@@ -1003,7 +931,7 @@ void traced_process::let_go_new_process(tid_t child, bool has_own_memory)
     ptrace_call(PTRACE_DETACH, child, nullptr, nullptr);
 }
 
-std::optional<stop_event> traced_process::on_exec(tid_t tid)
+std::optional<stop_event> traced_process::on_exec(tid_t tid, wait_status ws)
 {
     // The exec'ing thread now has the leader's TID; every other thread is gone
     // and the new image has none of our breakpoints.
@@ -1015,14 +943,14 @@ std::optional<stop_event> traced_process::on_exec(tid_t tid)
     tid_t former{msg != 0 ? static_cast<pid_t>(msg) : pid_};
     target_addr former_tp;
     if (task* f = find_task(former))
-        former_tp = f->thread_pointer;
+        former_tp = f->thread_pointer();
     if (former != leader) {
         // The exec'ing thread takes the leader's place (and record).
         auto node = tasks_.extract(former);
         tasks_.erase(leader);
         if (!node.empty()) {
             node.key() = leader;
-            node.mapped()->tid = leader;
+            node.mapped()->set_tid(leader);
             tasks_.insert(std::move(node));
         }
     }
@@ -1037,14 +965,11 @@ std::optional<stop_event> traced_process::on_exec(tid_t tid)
     memory_->reopen();
     journal_->forget_all();  // the old image's changes went with it
     task& t = *find_task(leader);
-    t.stopped = true;
-    t.trap_site = {};
-    t.trap_by_signal = false;
-    t.trap_regs.reset();
-    t.interrupt_pending = false;
-    t.newest_clone_child = {};
+    t.note_status(ws);
+    t.hit.reset();
+    t.set_newest_clone_child({});
     if (auto regs = registers::read(leader))
-        t.thread_pointer = regs->thread_pointer();
+        t.set_thread_pointer(regs->thread_pointer());
     // child/address: the thread that exec'd, as it was before (for a non-main
     // thread, its old TID and thread pointer).
     return stop_event{stop_kind::exec, leader, former, former_tp, 0};
@@ -1068,7 +993,7 @@ void traced_process::restore_pending_signal(tid_t tid, int sig)
 
 void traced_process::keep_stopped(tid_t tid)
 {
-    if (task* t = find_task(tid); t != nullptr && t->stopped)
+    if (task* t = find_task(tid); t != nullptr && t->is_stopped())
         t->needs_owner = true;
 }
 
@@ -1078,7 +1003,7 @@ bool traced_process::is_unfit_for_call(tid_t tid) const
     if (it == tasks_.end())
         return true;
     const task& t = *it->second;
-    return !t.stopped || t.in_group_stop || t.exiting || t.in_vfork || !t.trap_site.is_null();
+    return !is_live_stop(t.state()) || t.in_group_stop || t.hit;
 }
 
 void traced_process::resume(tid_t tid)
@@ -1087,21 +1012,21 @@ void traced_process::resume(tid_t tid)
     if (t == nullptr)
         return;
     t->needs_owner = false;
-    if (!is_holding() && t->stopped)
+    if (!is_holding() && t->is_stopped())
         restart(*t);
 }
 
 std::optional<stop_event> traced_process::run_alone(tid_t tid, int timeout_ms)
 {
     task* t = find_task(tid);
-    if (t == nullptr || !t->stopped || t->exiting || t->in_vfork || gone_)
+    if (t == nullptr || !is_live_stop(t->state()) || gone_)
         return std::nullopt;
     restart(*t);
     std::optional<wait_status> ws;
     for (int waited = 0; !ws && waited < timeout_ms; ++waited) {
         taken_status taken = waiter_->try_wait(tid);
         if (taken.no_child) {
-            t->exiting = true;
+            t->note_gone();
             return std::nullopt;
         }
         ws = taken.status;
@@ -1110,7 +1035,7 @@ std::optional<stop_event> traced_process::run_alone(tid_t tid, int timeout_ms)
     }
     if (!ws) {
         if (ptrace_call(PTRACE_INTERRUPT, tid, nullptr, nullptr) == 0)
-            t->interrupt_pending = true;
+            t->note_interrupt_sent();
         ws = next_stop_of(*t);
         if (!ws)
             return std::nullopt;
@@ -1123,37 +1048,37 @@ std::optional<stop_event> traced_process::run_alone(tid_t tid, int timeout_ms)
 
 void traced_process::restart(task& t)
 {
-    if (!t.stopped)
+    if (!t.is_stopped())
         return;
     int err = 0;
-    if (t.in_group_stop && t.trap_site.is_null()) {
-        err = ptrace_call(PTRACE_LISTEN, t.tid, nullptr, nullptr);
+    if (t.in_group_stop && !t.hit) {
+        err = ptrace_call(PTRACE_LISTEN, t.tid(), nullptr, nullptr);
     } else {
-        if (!t.trap_site.is_null())
+        if (t.hit)
             step_over(t);
-        err = ptrace_call(PTRACE_CONT, t.tid, nullptr, as_ptr(t.pending_signal));
+        err = ptrace_call(PTRACE_CONT, t.tid(), nullptr, as_ptr(t.pending_signal));
         if (t.in_group_stop && err == 0)
             t.in_group_stop = false;
     }
     t.pending_signal = 0;
-    t.stopped = false;
-    t.in_trap_stop = false;
-    t.returned_from_site = {};
+    t.note_resumed();
+    t.set_returned_from_site({});
     if (err != 0 && err != ESRCH)
-        throw error::from_errno(err, fmt::format("resuming task {}", t.tid.value));
+        throw error::from_errno(err, fmt::format("resuming task {}", t.tid().value));
 }
 
 void traced_process::step_over(task& t)
 {
-    breakpoint_site* inserted = sites_.inserted_at(t.trap_site);
-    if (t.trap_by_signal) {
+    const trap_hit& hit = *t.hit;
+    breakpoint_site* inserted = sites_.inserted_at(hit.site);
+    if (hit.by_signal) {
         // Stopped in the agent's stub, not in the reporting function: its
         // own `ret` is next, whatever became of the site.
     } else if (inserted == nullptr) {
         // The site went away meanwhile: re-execute the original bytes.
-        if (auto regs = registers::read(t.tid)) {
-            regs->set_pc(t.trap_site);
-            regs->write(t.tid);
+        if (auto regs = registers::read(t.tid())) {
+            regs->set_pc(hit.site);
+            regs->write(t.tid());
         }
     } else {
         breakpoint_site& site = *inserted;
@@ -1170,16 +1095,14 @@ void traced_process::step_over(task& t)
             break;  // resumed without the signal: the stub's `ret` comes next
         }
     }
-    t.trap_site = {};
-    t.trap_by_signal = false;
-    t.trap_regs.reset();
+    t.hit.reset();
 }
 
 void traced_process::return_from_trap(task& t)
 {
     registers regs = t.regs_at_trap();
-    if (regs.emulate_return(*memory_) && regs.write(t.tid))
-        t.returned_from_site = t.trap_site;
+    if (regs.emulate_return(*memory_) && regs.write(t.tid()))
+        t.set_returned_from_site(t.hit ? t.hit->site : target_addr{});
 }
 
 void traced_process::step_over_single(task& t, breakpoint_site& site)
@@ -1219,9 +1142,9 @@ void traced_process::step_over_single(task& t, breakpoint_site& site)
     } guard{this, site, stopped_others};
 
     site.lift(*memory_);
-    if (auto regs = registers::read(t.tid)) {
+    if (auto regs = registers::read(t.tid())) {
         regs->set_pc(site.address());
-        regs->write(t.tid);
+        regs->write(t.tid());
     }
     single_step_once(t);
 }
@@ -1229,13 +1152,13 @@ void traced_process::step_over_single(task& t, breakpoint_site& site)
 void traced_process::single_step_once(task& t)
 {
     for (int attempt = 0; attempt < 16; ++attempt) {
-        if (ptrace_call(PTRACE_SINGLESTEP, t.tid, nullptr, nullptr) != 0)
+        if (ptrace_call(PTRACE_SINGLESTEP, t.tid(), nullptr, nullptr) != 0)
             return;
-        auto ws = waiter_->wait_for(t.tid);
+        auto ws = waiter_->wait_for(t.tid());
         if (!ws)
             return;
         if (ws->kind() == wait_kind::signal_stop && ws->signal() == SIGTRAP) {
-            t.in_trap_stop = true;
+            t.note_trap_of_ours();
             return;
         }
         if (ws->kind() == wait_kind::signal_stop) {
@@ -1247,7 +1170,7 @@ void traced_process::single_step_once(task& t)
             note_vanished(t, *ws);
             return;
         }
-        if (auto ev = handle_status(t.tid, *ws))
+        if (auto ev = handle_status(t.tid(), *ws))
             queue_.push_back(*ev);
         return;
     }
@@ -1262,44 +1185,43 @@ void traced_process::stop_all()
 void traced_process::park_trap_stops()
 {
     for (auto& [tid, t] : tasks_)
-        if (t->stopped && !t->exiting && (t->in_trap_stop || t->sigtrap_owed))
+        if (is_live_stop(t->state()) && (t->state() == task_state::trap_stopped || t->sigtrap_owed))
             park(*t);
 }
 
 void traced_process::park(task& t)
 {
-    if (!t.trap_site.is_null()) {
+    if (t.hit) {
         // A hit: its step-over is done now, so that the task stands where
         // its run goes on (after the reporting function's return, or on the
         // patch's own `ret`). A single-step site needs its bytes lifted and
         // the others held at restart: that task stays as it is.
-        if (const breakpoint_site* site = sites_.inserted_at(t.trap_site);
+        if (const breakpoint_site* site = sites_.inserted_at(t.hit->site);
             site != nullptr && site->kind() == step_over_kind::single_step)
             return;
         consume_owed_sigtrap(t);
         step_over(t);
     }
-    if (!t.in_trap_stop || !t.stopped)
+    if (t.state() != task_state::trap_stopped)
         return;
     // Restarted with no signal from its signal-delivery-stop, the task meets
     // the interrupt's trap before it runs an instruction or takes another
     // signal (get_signal() looks at jobctl traps first) and stops again in a
     // PTRACE_EVENT_STOP, which carries no signal.
-    if (ptrace_call(PTRACE_INTERRUPT, t.tid, nullptr, nullptr) != 0 ||
-        ptrace_call(PTRACE_CONT, t.tid, nullptr, nullptr) != 0)
+    if (ptrace_call(PTRACE_INTERRUPT, t.tid(), nullptr, nullptr) != 0 ||
+        ptrace_call(PTRACE_CONT, t.tid(), nullptr, nullptr) != 0)
         return;
-    t.stopped = false;
-    t.in_trap_stop = false;
+    t.note_resumed();
+    t.note_interrupt_sent();
     auto ws = next_stop_of(t);
     if (!ws)
         return;
     if (ws->kind() == wait_kind::event_stop) {
-        hold_stopped(t);
+        t.note_status(*ws);
         return;
     }
     // Killed meanwhile (an exit event), or something the wait loop knows.
-    t.interrupt_pending = true;
-    if (auto ev = handle_status(t.tid, *ws)) {
+    if (auto ev = handle_status(t.tid(), *ws)) {
         leave_to_owner(*ev);
         queue_.push_back(*ev);
     }
@@ -1308,11 +1230,11 @@ void traced_process::park(task& t)
 bool traced_process::park_signal_stop(tid_t tid)
 {
     task* t = find_task(tid);
-    if (t == nullptr || !t->stopped || t->exiting || gone_ || !t->trap_site.is_null())
+    if (t == nullptr || !is_live_stop(t->state()) || gone_ || t->hit)
         return false;
-    t->in_trap_stop = true;   // park() moves tasks out of signal-delivery-stops of ours
+    t->note_trap_of_ours();  // park() moves tasks out of signal-delivery-stops of ours
     park(*t);
-    return t->stopped && !t->in_trap_stop;
+    return t->is_stopped() && t->state() != task_state::trap_stopped;
 }
 
 void traced_process::stop_running()
@@ -1323,11 +1245,11 @@ void traced_process::stop_running()
     for (auto& [tid, t] : tasks_) {
         // An exiting task (e.g. a leader that called pthread_exit and waits as
         // a zombie for the rest) never stops again.
-        if (t->stopped || t->exiting)
+        if (t->is_stopped() || t->is_exiting())
             continue;
-        if (!t->interrupt_pending && ptrace_call(PTRACE_INTERRUPT, tid, nullptr, nullptr) == 0)
-            t->interrupt_pending = true;
-        if (t->interrupt_pending)
+        if (!is_interrupt_sent(t->state()) && ptrace_call(PTRACE_INTERRUPT, tid, nullptr, nullptr) == 0)
+            t->note_interrupt_sent();
+        if (is_interrupt_sent(t->state()))
             pending.push_back(tid);
     }
     using clock = std::chrono::steady_clock;
@@ -1358,7 +1280,7 @@ void traced_process::take_stops_of(std::vector<tid_t>& pending)
 {
     std::erase_if(pending, [this](tid_t tid) {
         task* t = find_task(tid);
-        if (t == nullptr || t->stopped || t->exiting || t->in_vfork)
+        if (t == nullptr || !is_running(t->state()))
             return true;
         // At detach most tasks sit in their stop by now: read it without a
         // waitpid() (see peek_stops_).
@@ -1371,7 +1293,7 @@ void traced_process::take_stops_of(std::vector<tid_t>& pending)
         else
             taken = waiter_->try_wait(tid);
         if (taken.no_child) {
-            t->exiting = true;  // reaped elsewhere, or no longer ours
+            t->note_gone();  // reaped elsewhere, or no longer ours
             return true;
         }
         if (!taken.status)
@@ -1382,7 +1304,7 @@ void traced_process::take_stops_of(std::vector<tid_t>& pending)
             queue_.push_back(*ev);
         }
         t = find_task(tid);
-        return t == nullptr || t->stopped || t->exiting || t->in_vfork;
+        return t == nullptr || !is_running(t->state());
     });
 }
 
@@ -1411,13 +1333,13 @@ void traced_process::throw_if_cancelled() const
 void traced_process::mark_vfork_blocked()
 {
     for (auto& [tid, t] : tasks_) {
-        if (t->stopped || t->exiting || t->in_vfork)
+        if (!is_running(t->state()))
             continue;
         auto sc = procfs::read_task_syscall(pid_, tid);
         if (!sc)
             continue;
         if ((read_clone_flags(sc->number, sc->args[0]).value_or(0) & CLONE_VFORK) != 0) {
-            t->in_vfork = true;
+            t->note_vfork_blocked();
             log::debug("task {} is blocked in vfork(); held until its child execs or exits", tid.value);
         }
     }
@@ -1430,7 +1352,7 @@ void traced_process::release_all()
     if (hold_depth_ > 0 || gone_)
         return;
     for (auto& [tid, t] : tasks_)
-        if (t->stopped && !t->needs_owner)
+        if (t->is_stopped() && !t->needs_owner)
             restart(*t);
 }
 
@@ -1451,9 +1373,9 @@ void traced_process::detach()
     remove_all_sites();
     std::vector<tid_t> dying, in_vfork;
     for (auto& [tid, t] : tasks_) {
-        if (!t->stopped) {
+        if (!t->is_stopped()) {
             // Past its exit stop, or blocked in vfork(): cannot be detached now.
-            (t->in_vfork ? in_vfork : dying).push_back(tid);
+            (t->state() == task_state::vfork_blocked ? in_vfork : dying).push_back(tid);
             continue;
         }
         ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(t->pending_signal));

@@ -26,9 +26,12 @@
 #include "ptrace/process_memory.hpp"
 #include "ptrace/registers_x86_64.hpp"
 #include "ptrace/site_table.hpp"
+#include "ptrace/task_info.hpp"
 #include "ptrace/waiter.hpp"
 
 namespace tdctl::ptrace {
+
+class task;
 
 enum class stop_kind {
     breakpoint,       ///< tid trapped on the site at `address`; resume(tid) does the step-over
@@ -50,21 +53,6 @@ struct stop_event {
     target_addr address;    ///< breakpoint: the site
     int status = 0;         ///< process_exited / thread_exited: raw wait status
     std::uint64_t arg0 = 0; ///< breakpoint: the first argument register (rdi) at the trap
-};
-
-/// What the controller knows about one LWP of the target.
-struct task_info {
-    tid_t tid;
-    bool stopped = false;          ///< in a ptrace-stop now
-    bool in_group_stop = false;    ///< stopped by SIGSTOP & co.; kept stopped with PTRACE_LISTEN
-    bool exiting = false;          ///< passed PTRACE_EVENT_EXIT
-    target_addr thread_pointer;    ///< fs_base when last seen stopped; for glibc the struct pthread address
-    tid_t newest_clone_child;      ///< the last thread this task created (from its clone event)
-    std::uint64_t signals_received = 0;  ///< signal-delivery-stops seen while attached
-    /// The site whose `ret` tdctl performed for this task while it was
-    /// stopped (a hold, a finished step-over); null once the task runs again.
-    /// It then stands just after that reporting function's return.
-    target_addr returned_from_site;
 };
 
 struct launch_options {
@@ -110,8 +98,6 @@ public:
     /// The registers a task had when it trapped on a site, while its stop
     /// there is being handled (no new PTRACE_GETREGS); std::nullopt otherwise.
     std::optional<registers> trap_registers(tid_t tid) const;
-    /// Re-reads fs_base of a stopped task (std::nullopt if running or gone).
-    std::optional<target_addr> refresh_thread_pointer(tid_t tid);
 
     /// Inserts (or adds a reason to) the site at addr; `function_size` (st_size
     /// of the function there, bytes) lets a one-byte `ret` use resume-in-place.
@@ -168,7 +154,6 @@ public:
     void release_all();
     /// Some hold (stop_all) is in force: every thread is stopped.
     bool is_holding() const { return hold_depth_ > 0; }
-    bool is_held() const { return hold_depth_ > 0; }
 
     /// For a hold that may last (a `stop` hit or an `interrupt` the user
     /// looks at): moves every task out of a SIGTRAP stop of ours
@@ -237,7 +222,6 @@ public:
     std::optional<int> exit_status() const { return exit_status_; }
 
 private:
-    struct task;
     traced_process(pid_t pid, bool launched);
 
     // ---- tasks
@@ -248,8 +232,8 @@ private:
     /// tdctl::error (with the errno the child sent over err_read when its exec
     /// failed) if it exits first.
     void run_to_exec(const unique_fd& err_read, const std::string& program);
-    /// A record for a task that is ours from now on.
-    task& add_task(tid_t tid);
+    /// A record for a task that is ours from now on, in `state`.
+    task& add_task(tid_t tid, task_state state = task_state::running);
     task* find_task(tid_t tid);
     void forget_task(tid_t tid);
     /// The leader was reaped (raw_status): no task and no site is left.
@@ -264,11 +248,12 @@ private:
     std::optional<stop_event> on_task_ended(tid_t tid, wait_status ws);
     std::optional<stop_event> on_signal_stop(task& t, int sig);
     void on_group_stop(task& t);
-    /// PTRACE_EVENT_STOP with SIGTRAP: our interrupt, or a LISTENing task going on.
-    std::optional<stop_event> on_event_stop(task& t);
+    /// PTRACE_EVENT_STOP with SIGTRAP: our interrupt (`interrupted`), or a
+    /// LISTENing task going on.
+    std::optional<stop_event> on_event_stop(task& t, bool interrupted);
     std::optional<stop_event> on_clone(task& parent);
     void on_fork(task& parent, bool is_vfork);
-    std::optional<stop_event> on_exec(tid_t tid);
+    std::optional<stop_event> on_exec(tid_t tid, wait_status ws);
     /// Marks the tasks a reported event leaves stopped (the reporter, a new
     /// thread) as the owner's to resume: hold/release does not touch them.
     void leave_to_owner(const stop_event& ev);
@@ -310,7 +295,7 @@ private:
     void restart(task& t);
     /// Restarts t unless a hold is on or the owner has yet to handle its stop.
     void restart_if_free(task& t);
-    /// Moves t, trapped on trap_site, past the site as its step-over kind says.
+    /// Moves t, trapped on its hit's site, past the site as its step-over kind says.
     void step_over(task& t);
     void step_over_single(task& t, breakpoint_site& site);
     /// Single-steps t once (the site's bytes lifted), keeping any signal that
@@ -335,13 +320,12 @@ private:
     /// Throws tdctl::error (os, EINTR) when cancel_fd_ is readable.
     void throw_if_cancelled() const;
     /// Moves every stopped task whose stop carries a SIGTRAP of ours (see
-    /// task::in_trap_stop) into a PTRACE_EVENT_STOP, its hit's step-over done
+    /// task_state::trap_stopped) into a PTRACE_EVENT_STOP, its hit's step-over done
     /// first; a task on a single-step site stays. Called by withdraw_sites(),
     /// so a target held for long has no such stop (a `stop`'s reporter
     /// included).
     void park_trap_stops();
     void park(task& t);
-    void hold_stopped(task& t);
 
     // ---- detach
     /// Lets every thread off the sites, then puts every site's bytes back.

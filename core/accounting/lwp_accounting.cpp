@@ -5,7 +5,7 @@ namespace tdctl::core {
 std::uint64_t lwp_accounting::signals_of(tid_t lwp) const
 {
     const auto* t = target_.process().find(lwp);
-    return t != nullptr ? t->signals_received : 0;
+    return t != nullptr ? t->signals_received() : 0;
 }
 
 std::expected<lwp_rusage_row, int> lwp_accounting::rusage_collect_row(tid_t lwp, std::optional<long> maxrss_kb)

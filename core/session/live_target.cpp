@@ -116,9 +116,9 @@ std::vector<tid_t> live_target::lwps()
 std::optional<target_addr> live_target::thread_pointer(tid_t lwp)
 {
     const auto* t = process_->find(lwp);
-    if (t == nullptr || t->thread_pointer.is_null())
+    if (t == nullptr || t->thread_pointer().is_null())
         return std::nullopt;
-    return t->thread_pointer;
+    return t->thread_pointer();
 }
 
 std::optional<std::uint64_t> live_target::lwp_start_ticks(tid_t lwp) const

@@ -383,7 +383,7 @@ void session::hold_at_stop(td_event_e event, const ptrace::stop_event& ev, std::
     se.message.time = seconds_since_start();
     se.message.name = target_.thread_name(ev.tid);
     if (const auto* t = process.find(ev.tid))
-        se.message.handle = t->thread_pointer;
+        se.message.handle = t->thread_pointer();
     out.push_back(se);
 }
 

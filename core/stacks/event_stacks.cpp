@@ -15,7 +15,7 @@ std::expected<std::vector<stack_frame>, std::string> event_stacks::stack_of(tid_
 {
     auto& process = target_.process();
     const auto* t = process.find(lwp);
-    if (t == nullptr || !t->stopped)
+    if (t == nullptr || !t->is_stopped())
         return std::unexpected(fmt::format("LWP {} is not stopped by tdctl", lwp.value));
     auto regs = process.trap_registers(lwp);
     if (!regs)
@@ -28,8 +28,8 @@ std::expected<std::vector<stack_frame>, std::string> event_stacks::stack_of(tid_
     // reporting function's `ret` yet.
     if (target_addr site = regs->pc() - ptrace::breakpoint_pc_adjust; process.site_at(site) != nullptr) {
         start.report_site = site;
-    } else if (process.site_at(t->returned_from_site) != nullptr) {
-        start.report_site = t->returned_from_site;
+    } else if (process.site_at(t->returned_from_site()) != nullptr) {
+        start.report_site = t->returned_from_site();
         start.returned = true;
     }
     if (!unwinder_)
