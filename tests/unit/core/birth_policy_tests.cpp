@@ -13,29 +13,21 @@
 #include "core/session/report_changes.hpp"
 #include "core/thread_agent.hpp"
 #include "events/event_names.hpp"
-#include "tests/support/image_memory.hpp"
+#include "tests/unit/core/nptl_image.hpp"
 
 using namespace tdctl;
 using namespace tdctl::core;
 
 namespace {
 
-// Record layout: +0 tid (32), +8 report_events (8), +16 mask (2x32),
-// +24 eventnum (32), +32 eventdata (64), +40 nextevent (64).
-constexpr std::uint64_t record_size = 0x100;
-
-/// A target whose LWP n runs the thread of record n (fs_base), with tid n.
-class image_target final : public library_access {
+/// A target whose LWP n runs the thread of record n (fs_base), with tid n;
+/// records as tests/unit/core/nptl_image.hpp lays them out.
+class image_target final : public test::memory_target<library_access> {
 public:
-    test::image_memory mem;
     std::unique_ptr<thread_agent> library;
     std::map<pid_t, target_addr> thread_pointers;
 
-    pid_t pid() const override { return ::getpid(); }
-    target_memory& memory() override { return mem; }
-    std::optional<symbols::symbol> lookup_symbol(std::string_view, std::string_view) override { return std::nullopt; }
-    bool has_module(std::string_view) override { return false; }
-    std::vector<tid_t> lwps() override { return {}; }
+    image_target() : memory_target(::getpid()) {}
     std::optional<target_addr> thread_pointer(tid_t lwp) override
     {
         auto it = thread_pointers.find(lwp.value);
@@ -52,22 +44,13 @@ struct image {
 
     image()
     {
-        protocol_layout layout;
-        layout.backend = "nptl";
-        layout.tid = {32, 1, 0};
-        layout.report_events = {8, 1, 8};
-        layout.eventmask = {64, 1, 16};
-        layout.eventnum = {32, 1, 24};
-        layout.eventdata = {64, 1, 32};
-        layout.nextevent = {64, 1, 40};
-        layout.last_event = target_addr{0x100000};
-        layout.global_mask = target_addr{0x100010};
+        protocol_layout layout = test::nptl_image_layout();
         target.library = std::make_unique<thread_agent>(target, layout);
         target.library->protocol().set_journal(&journal);
         changes.bind(target.library.get(), journal);
     }
     ~image() { journal.forget_all(); }
-    target_addr record(int lwp) const { return target_addr{0x101000 + lwp * record_size}; }
+    target_addr record(int lwp) const { return test::record_at(lwp); }
     /// LWP `lwp` is a thread of the library: its record holds its tid.
     void thread(int lwp, bool reporting = false)
     {

@@ -10,51 +10,25 @@
 
 #include "core/protocol/event_protocol.hpp"
 #include "events/event_set.hpp"
-#include "tests/support/image_memory.hpp"
+#include "tests/unit/core/nptl_image.hpp"
 
 using namespace tdctl;
 using namespace tdctl::core;
 
 namespace {
 
-using test::image_memory;
-
-class image_target final : public target_access {
-public:
-    image_memory mem;
-    pid_t pid() const override { return 1; }
-    target_memory& memory() override { return mem; }
-    std::optional<symbols::symbol> lookup_symbol(std::string_view, std::string_view) override { return std::nullopt; }
-    bool has_module(std::string_view) override { return false; }
-    std::vector<tid_t> lwps() override { return {}; }
-    std::optional<target_addr> thread_pointer(tid_t) override { return std::nullopt; }
-};
-
-// Record layout: +0 tid (32), +8 report_events (8), +16 mask (2x32),
-// +24 eventnum (32), +32 eventdata (64), +40 nextevent (64), +48 list link.
-constexpr std::uint64_t record_size = 0x100;
-
+// Records and variables as tests/unit/core/nptl_image.hpp lays them out.
 struct fixture {
-    image_target target;
-    protocol_layout layout;
-    target_addr head_var{0x100000};      // __nptl_last_event
-    target_addr mask_var{0x100010};      // __nptl_threads_events
+    test::memory_target<> target;
+    protocol_layout layout = test::nptl_image_layout();
+    target_addr head_var = test::last_event_var;
+    target_addr mask_var = test::global_mask_var;
     target_addr list_head{0x100020};     // a list_t
     fixture()
     {
-        layout.tid = {32, 1, 0};
-        layout.report_events = {8, 1, 8};
-        layout.eventmask = {64, 1, 16};
-        layout.eventnum = {32, 1, 24};
-        layout.eventdata = {64, 1, 32};
-        layout.nextevent = {64, 1, 40};
-        layout.list_link = {128, 1, 48};
-        layout.list_next = {64, 1, 0};
-        layout.last_event = head_var;
-        layout.global_mask = mask_var;
         layout.thread_list_heads = {list_head};
     }
-    target_addr record(int i) const { return target_addr{0x101000 + i * record_size}; }
+    target_addr record(int i) const { return test::record_at(i); }
     void put64(target_addr a, std::uint64_t v) { target.mem.write_value(a, v); }
     std::uint64_t get64(target_addr a)
     {

@@ -10,56 +10,31 @@
 #include "core/session/report_changes.hpp"
 #include "core/thread_agent.hpp"
 #include "events/event_names.hpp"
-#include "tests/support/image_memory.hpp"
+#include "tests/unit/core/nptl_image.hpp"
 
 using namespace tdctl;
 using namespace tdctl::core;
 
 namespace {
 
-class image_target final : public target_access {
-public:
-    test::image_memory mem;
-    pid_t pid() const override { return ::getpid(); }
-    target_memory& memory() override { return mem; }
-    std::optional<symbols::symbol> lookup_symbol(std::string_view, std::string_view) override { return std::nullopt; }
-    bool has_module(std::string_view) override { return false; }
-    std::vector<tid_t> lwps() override { return {}; }
-    std::optional<target_addr> thread_pointer(tid_t) override { return std::nullopt; }
-};
-
-// Record layout: +0 tid (32), +8 report_events (8), +16 mask (2x32),
-// +24 eventnum (32), +32 eventdata (64), +40 nextevent (64), +48 list link.
-constexpr std::uint64_t record_size = 0x100;
-
+// Records and variables as tests/unit/core/nptl_image.hpp lays them out.
 struct image {
-    image_target target;
-    target_addr head_var{0x100000};   // __nptl_last_event
-    target_addr mask_var{0x100010};   // __nptl_threads_events
+    test::memory_target<> target{::getpid()};
+    target_addr head_var = test::last_event_var;
+    target_addr mask_var = test::global_mask_var;
     change_journal journal{target.mem, ::getpid()};
     std::unique_ptr<thread_agent> agent;
 
     image()
     {
-        protocol_layout layout;
-        layout.backend = "nptl";
-        layout.tid = {32, 1, 0};
-        layout.report_events = {8, 1, 8};
-        layout.eventmask = {64, 1, 16};
-        layout.eventnum = {32, 1, 24};
-        layout.eventdata = {64, 1, 32};
-        layout.nextevent = {64, 1, 40};
-        layout.list_link = {128, 1, 48};
-        layout.list_next = {64, 1, 0};
-        layout.last_event = head_var;
-        layout.global_mask = mask_var;
+        protocol_layout layout = test::nptl_image_layout();
         for (int i = 0; i < 4; ++i)
             put32(record(i), 100 + i);  // each record's tid
         agent = std::make_unique<thread_agent>(target, layout);
         agent->protocol().set_journal(&journal);
     }
     ~image() { journal.forget_all(); }
-    target_addr record(int i) const { return target_addr{0x101000 + i * record_size}; }
+    target_addr record(int i) const { return test::record_at(i); }
     void put32(target_addr a, std::uint32_t v) { target.mem.write_value(a, v); }
     void put64(target_addr a, std::uint64_t v) { target.mem.write_value(a, v); }
     std::uint64_t get64(target_addr a)

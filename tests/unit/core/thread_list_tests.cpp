@@ -12,25 +12,20 @@
 #include "core/thread_agent.hpp"
 #include "core/thread_handle.hpp"
 #include "core/protocol/thread_list.hpp"
-#include "tests/support/image_memory.hpp"
+#include "tests/unit/core/nptl_image.hpp"
 
 using namespace tdctl;
 using namespace tdctl::core;
 
 namespace {
 
-using test::image_memory;
-
 // A target in a PID namespace of its own: LWP 100 + i is TID 1 + i there.
-class namespaced_target final : public target_access {
+class namespaced_target final : public test::memory_target<> {
 public:
-    image_memory mem;
     std::vector<tid_t> tasks;
     std::map<tid_t, target_addr> pointers;
-    pid_t pid() const override { return 100; }
-    target_memory& memory() override { return mem; }
-    std::optional<symbols::symbol> lookup_symbol(std::string_view, std::string_view) override { return std::nullopt; }
-    bool has_module(std::string_view) override { return false; }
+
+    namespaced_target() : memory_target(100) {}
     std::vector<tid_t> lwps() override { return tasks; }
     std::optional<target_addr> thread_pointer(tid_t lwp) override
     {
@@ -53,34 +48,20 @@ public:
     }
 };
 
-// Record layout: +0 tid (32), +4 cancelhandling (32), +8 report_events (8),
-// +16 mask, +24 eventnum, +32 eventdata, +40 nextevent, +48 list link.
-constexpr std::uint64_t record_size = 0x100;
+// Records as tests/unit/core/nptl_image.hpp lays them out.
 constexpr std::int32_t exiting = 0x10, terminated = 0x20;   // glibc's cancelhandling bits
 
 struct fixture {
     namespaced_target target;
-    protocol_layout layout;
+    protocol_layout layout = test::nptl_image_layout();
     target_addr list_head{0x100020};
     std::vector<target_addr> listed;
 
     fixture()
     {
-        layout.backend = "nptl";
-        layout.tid = {32, 1, 0};
-        layout.cancelhandling = {32, 1, 4};
-        layout.report_events = {8, 1, 8};
-        layout.eventmask = {64, 1, 16};
-        layout.eventnum = {32, 1, 24};
-        layout.eventdata = {64, 1, 32};
-        layout.nextevent = {64, 1, 40};
-        layout.list_link = {128, 1, 48};
-        layout.list_next = {64, 1, 0};
-        layout.last_event = target_addr{0x100000};
-        layout.global_mask = target_addr{0x100010};
         layout.thread_list_heads = {list_head};
     }
-    target_addr record(int i) const { return target_addr{0x101000 + i * record_size}; }
+    target_addr record(int i) const { return test::record_at(i); }
     // Adds record i to the live-thread list with this tid and cancelhandling.
     void add(int i, std::int32_t tid, std::int32_t cancel)
     {
