@@ -82,17 +82,17 @@ void write_return_slot(traced_process& process, tid_t tid, target_addr sigreturn
 hijacked_thread::hijacked_thread(traced_process& process, tid_t tid, target_addr sigreturn)
     : process_(process), tid_(tid), sigreturn_(sigreturn)
 {
-    if (process.is_unfit_for_call(tid))
+    if (process.tasks().is_unfit_for_call(tid))
         throw error::target(fmt::format("thread {} cannot run code now (running, exiting, in group-stop or vfork)",
                                         tid.value));
     auto state = thread_state::read(tid);
     if (!state)
         throw error::target(fmt::format("thread {} vanished", tid.value));
     saved_ = std::move(*state);
-    kept_signal_ = process.take_pending_signal(tid);
-    process.keep_stopped(tid);
+    kept_signal_ = process.tasks().take_pending_signal(tid);
+    process.tasks().keep_stopped(tid);
     if (!write_signal_mask(tid, saved_.signal_mask() | mask_all_but_synchronous())) {
-        process.restore_pending_signal(tid, kept_signal_);
+        process.tasks().restore_pending_signal(tid, kept_signal_);
         throw error::target(fmt::format("thread {} vanished", tid.value));
     }
 }
@@ -196,7 +196,7 @@ void hijacked_thread::restore()
     if (parked_ && kept_signal_ != 0)
         (void)::syscall(SYS_tgkill, process_.pid(), tid_.value, kept_signal_);
     else
-        process_.restore_pending_signal(tid_, kept_signal_);
+        process_.tasks().restore_pending_signal(tid_, kept_signal_);
     process_.resume(tid_);
 }
 

@@ -9,13 +9,9 @@
 // stale interrupts) is handled here.
 #pragma once
 
-#include <atomic>
 #include <deque>
-#include <map>
 #include <memory>
 #include <optional>
-#include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <sys/types.h>
@@ -25,42 +21,20 @@
 #include "ptrace/breakpoint_site.hpp"
 #include "ptrace/process_memory.hpp"
 #include "ptrace/registers_x86_64.hpp"
+#include "ptrace/seize.hpp"
 #include "ptrace/site_table.hpp"
-#include "ptrace/task_info.hpp"
+#include "ptrace/stop_event.hpp"
+#include "ptrace/stop_router.hpp"
+#include "ptrace/task_births.hpp"
+#include "ptrace/task_table.hpp"
 #include "ptrace/waiter.hpp"
 
 namespace tdctl::ptrace {
 
-class task;
+class stepper;
+class task_stopper;
 
-enum class stop_kind {
-    breakpoint,       ///< tid trapped on the site at `address`; resume(tid) does the step-over
-    thread_created,   ///< tid (parent, at its clone event) made `child` (at its first stop); both stopped
-    thread_exiting,   ///< tid is at PTRACE_EVENT_EXIT, still readable; stopped
-    thread_exited,    ///< tid is gone (reaped); nothing to resume
-    exec,             ///< tid (now the leader) runs a new image; every other task and every site is gone; stopped.
-                      ///< `child` is the TID the exec'ing thread had and `address` its old thread pointer
-    process_exited,   ///< every task is gone; `status` is the leader's raw wait status
-    call_returned,    ///< tid faulted at the call marker (set_call_marker): a remote call it ran is over; stopped
-};
-
-const char* stop_kind_name(stop_kind k);
-
-struct stop_event {
-    stop_kind kind;
-    tid_t tid;
-    tid_t child;            ///< thread_created: the new LWP
-    target_addr address;    ///< breakpoint: the site
-    int status = 0;         ///< process_exited / thread_exited: raw wait status
-    std::uint64_t arg0 = 0; ///< breakpoint: the first argument register (rdi) at the trap
-};
-
-struct launch_options {
-    std::vector<std::string> argv;                 ///< argv[0] is looked up in PATH
-    std::vector<std::string> extra_env;            ///< "NAME=value", set in the child
-};
-
-class traced_process {
+class traced_process final : private stop_router {
 public:
     /// Seizes every task of `pid` (re-reading /proc/PID/task until a pass finds
     /// no new TID), then stops them all. Returns with every task stopped and
@@ -93,11 +67,12 @@ public:
     /// recorded here before it is made (base/change_journal.hpp).
     change_journal& journal() { return *journal_; }
 
-    std::vector<tid_t> tids() const;
-    const task_info* find(tid_t tid) const;
-    /// The registers a task had when it trapped on a site, while its stop
-    /// there is being handled (no new PTRACE_GETREGS); std::nullopt otherwise.
-    std::optional<registers> trap_registers(tid_t tid) const;
+    std::vector<tid_t> tids() const { return tasks_.tids(); }
+    const task_info* find(tid_t tid) const { return tasks_.find(tid); }
+    /// Each task's record; also what can be asked of or done to one record
+    /// (its registers at a trap, its pending signal; task_table.hpp).
+    task_table& tasks() { return tasks_; }
+    const task_table& tasks() const { return tasks_; }
 
     /// Inserts (or adds a reason to) the site at addr; `function_size` (st_size
     /// of the function there, bytes) lets a one-byte `ret` use resume-in-place.
@@ -123,8 +98,7 @@ public:
     /// Drops one reason; the last one removes the site. Must be called with
     /// every task stopped (hold) so no thread is between trap and report.
     void remove_breakpoint(target_addr addr);
-    const breakpoint_site* site_at(target_addr addr) const;
-    std::vector<const breakpoint_site*> sites() const;
+    const breakpoint_site* site_at(target_addr addr) const { return sites_.find(addr); }
 
     /// Next stop the owner must handle: queued ones first, then from the
     /// wait (waiter::wait_any: one blocking waitpid() per status) for at
@@ -148,12 +122,12 @@ public:
 
     /// Stops every running task and waits until all are stopped; nests.
     /// Stops that arrive meanwhile are queued for next_event().
-    void stop_all();
+    void stop_all() override;
     /// Undoes one stop_all(); at the outermost, restarts every stopped task the
     /// owner is not holding for an unhandled event.
-    void release_all();
+    void release_all() override;
     /// Some hold (stop_all) is in force: every thread is stopped.
-    bool is_holding() const { return hold_depth_ > 0; }
+    bool is_holding() const override { return hold_depth_ > 0; }
 
     /// For a hold that may last (a `stop` hit or an `interrupt` the user
     /// looks at): moves every task out of a SIGTRAP stop of ours
@@ -181,10 +155,6 @@ public:
     /// timeout_ms (-1: no bound). Returns the raw wait status.
     std::optional<int> wait_launched_exit(int timeout_ms);
 
-    /// After an exec event: runs the new image to its entry point (where the
-    /// loader has mapped its libraries), queueing any other stop. Returns held.
-    void run_to_entry();
-
     /// Runs a launched process (only its leader may run: before its program
     /// starts threads) until the leader reaches `where`, queueing any other
     /// stop. Returns with one hold more than before (release_all() undoes
@@ -199,15 +169,6 @@ public:
     /// reported as stop_kind::call_returned, the task left stopped, instead
     /// of the signal being passed on. A null marker ends that.
     void set_call_marker(target_addr marker) { call_marker_ = marker; }
-    target_addr call_marker() const { return call_marker_; }
-    /// Takes the signal a stopped task holds for its restart (0 if none), so
-    /// that code run on its behalf does not receive it; give it back with
-    /// restore_pending_signal() before the task resumes its own work.
-    int take_pending_signal(tid_t tid);
-    void restore_pending_signal(tid_t tid, int sig);
-    /// Keeps a stopped task stopped across release_all() until resume(tid)
-    /// (as if it had a stop the owner has not handled).
-    void keep_stopped(tid_t tid);
     /// Moves a stopped task out of its signal-delivery-stop (a remote
     /// call's return, call_returned) into a PTRACE_EVENT_STOP at the same
     /// place, without running an instruction or delivering the signal: were
@@ -215,27 +176,15 @@ public:
     /// pending. It stays stopped for the owner. False if it is gone or not
     /// stopped.
     bool park_signal_stop(tid_t tid);
-    /// The task is in group-stop, exiting or in vfork(): it cannot run code for us.
-    bool is_unfit_for_call(tid_t tid) const;
 
     /// Raw wait status of the leader once the process exited.
     std::optional<int> exit_status() const { return exit_status_; }
 
 private:
-    traced_process(pid_t pid, bool launched);
-
-    // ---- tasks
-    void seize(tid_t tid, bool is_leader);
-    /// Seizes the launched child; on failure kills and reaps it and throws.
-    void seize_launched();
-    /// Passes the launched child's signals on until its exec event; throws
-    /// tdctl::error (with the errno the child sent over err_read when its exec
-    /// failed) if it exits first.
-    void run_to_exec(const unique_fd& err_read, const std::string& program);
-    /// A record for a task that is ours from now on, in `state`.
-    task& add_task(tid_t tid, task_state state = task_state::running);
-    task* find_task(tid_t tid);
-    void forget_task(tid_t tid);
+    traced_process(pid_t pid, bool launched, std::unique_ptr<waiter> wait);
+    /// Opens the target's memory, with the journal and the parts that
+    /// write through it; once the process is ours (seized, or past exec).
+    void open_memory();
     /// The leader was reaped (raw_status): no task and no site is left.
     void mark_process_gone(int raw_status);
 
@@ -243,96 +192,21 @@ private:
     /// The first queued stop, the task forgotten when it is gone.
     std::optional<stop_event> take_queued();
     std::optional<stop_event> handle_status(tid_t tid, wait_status ws);
-    /// A status of a task we have no record of: a new clone early, or gone.
-    void on_unknown_task(tid_t tid, wait_status ws);
-    std::optional<stop_event> on_task_ended(tid_t tid, wait_status ws);
+    void route(tid_t tid, wait_status ws) override;
     std::optional<stop_event> on_signal_stop(task& t, int sig);
-    void on_group_stop(task& t);
     /// PTRACE_EVENT_STOP with SIGTRAP: our interrupt (`interrupted`), or a
     /// LISTENing task going on.
     std::optional<stop_event> on_event_stop(task& t, bool interrupted);
     std::optional<stop_event> on_clone(task& parent);
-    void on_fork(task& parent, bool is_vfork);
     std::optional<stop_event> on_exec(tid_t tid, wait_status ws);
     /// Marks the tasks a reported event leaves stopped (the reporter, a new
     /// thread) as the owner's to resume: hold/release does not touch them.
     void leave_to_owner(const stop_event& ev);
-    std::optional<stop_event> on_breakpoint_trap(task& t);
-    std::optional<stop_event> on_trap_before_interrupt(task& t);
-    /// A stop of the report signal: true when it was one of ours (then `ev`
-    /// holds the hit, or nothing when it is dropped); false for anyone else's.
-    bool on_report_signal(task& t, std::optional<stop_event>& ev);
-    void consume_owed_sigtrap(task& t);
-    /// The next status of t, just restarted (waitpid by TID): a stop, or
-    /// std::nullopt when t has gone (its end queued for the owner).
-    std::optional<wait_status> next_stop_of(task& t);
-    static bool has_queued_trap(tid_t tid);
-    void note_vanished(task& t, wait_status ws);
-    std::optional<wait_status> wait_first_stop(tid_t child);
-    /// The clone flags of the clone(2), clone3(2) or vfork(2) a task is in
-    /// (from its syscall number and first argument); std::nullopt for any
-    /// other call, or when clone3's clone_args cannot be read.
-    std::optional<std::uint64_t> read_clone_flags(long syscall_number, std::uint64_t arg0);
-    /// Whether task_id is a task of the target's thread group now (tgkill
-    /// with signal 0): how a clone event's child is told from a new process.
-    bool is_in_thread_group(tid_t task_id) const;
-    /// Detaches a new process (fork, vfork, clone without CLONE_THREAD); one
-    /// with its own copy of our memory gets the original bytes back first.
-    void let_go_new_process(tid_t child, bool has_own_memory);
-    /// The new task's TID from the parent's clone/fork event stop
-    /// (PTRACE_GETEVENTMSG); std::nullopt when a SIGKILL took the parent out
-    /// of that stop (then it is marked running: its exit comes next).
-    std::optional<tid_t> read_new_tid(task& parent);
-    /// Whether task `other` uses the target's address space (kcmp(2)
-    /// KCMP_VM); false when that cannot be told.
-    bool shares_memory_with_target(tid_t other) const;
-    /// Lets go of every early-stopped task that is not a thread of the
-    /// target (/proc/TID/status Tgid). Only once a parent's event was lost
-    /// (parent_events_lost_): it costs a file read per early stop.
-    void let_go_orphan_processes();
 
     // ---- run control
     void restart(task& t);
     /// Restarts t unless a hold is on or the owner has yet to handle its stop.
     void restart_if_free(task& t);
-    /// Moves t, trapped on its hit's site, past the site as its step-over kind says.
-    void step_over(task& t);
-    void step_over_single(task& t, breakpoint_site& site);
-    /// Single-steps t once (the site's bytes lifted), keeping any signal that
-    /// comes first for t's restart.
-    void single_step_once(task& t);
-    /// Performs the `ret` t trapped on (the emulated return).
-    void return_from_trap(task& t);
-    void finish_step_over(task& t);
-    void clear_threads_from(const breakpoint_site& site);
-    /// Interrupts every running task and waits until each has stopped (the
-    /// body of stop_all(), without taking a hold).
-    void stop_running();
-    /// Takes, by TID, the status of each task in `pending` that has one and
-    /// handles it; drops from `pending` the tasks that are stopped, ending,
-    /// in vfork() or gone. Never blocks.
-    void take_stops_of(std::vector<tid_t>& pending);
-    /// Throws tdctl::error (target): `pending` did not stop in time.
-    [[noreturn]] void throw_stuck(const std::vector<tid_t>& pending) const;
-    /// Marks the running tasks that are blocked in vfork() (from
-    /// /proc/PID/task/TID/syscall) as held.
-    void mark_vfork_blocked();
-    /// Throws tdctl::error (os, EINTR) when cancel_fd_ is readable.
-    void throw_if_cancelled() const;
-    /// Moves every stopped task whose stop carries a SIGTRAP of ours (see
-    /// task_state::trap_stopped) into a PTRACE_EVENT_STOP, its hit's step-over done
-    /// first; a task on a single-step site stays. Called by withdraw_sites(),
-    /// so a target held for long has no such stop (a `stop`'s reporter
-    /// included).
-    void park_trap_stops();
-    void park(task& t);
-
-    // ---- detach
-    /// Lets every thread off the sites, then puts every site's bytes back.
-    void remove_all_sites();
-    /// Reaps the `dying` tasks and detaches the `in_vfork` ones once they stop,
-    /// for at most about a second; what is left stays in the vectors.
-    void finish_detach(std::vector<tid_t>& dying, std::vector<tid_t>& in_vfork);
 
     pid_t pid_;
     bool launched_;
@@ -349,14 +223,13 @@ private:
     std::unique_ptr<waiter> waiter_;
     std::unique_ptr<process_memory> memory_;
     std::unique_ptr<change_journal> journal_;   // after memory_: goes first, restoring through it
-    std::map<tid_t, std::unique_ptr<task>> tasks_;
-    std::unordered_map<tid_t, wait_status> early_stops_;   // new clones whose first stop beat the parent's event
+    task_table tasks_;
     site_table sites_;
+    task_births births_;
     std::deque<stop_event> queue_;
+    std::unique_ptr<stepper> stepper_;        // with memory_ (open_memory)
+    std::unique_ptr<task_stopper> stopper_;   // with memory_ (open_memory)
     wait_end last_wait_ = wait_end::status;
-    // A clone/fork event was lost to a SIGKILL of its parent: new tasks met
-    // early may be processes nobody will claim.
-    bool parent_events_lost_ = false;
     int hold_depth_ = 0;
     int cancel_fd_ = -1;   // readable: give up waiting (attach only)
     target_addr run_to_reached_;  // where the last run_to() stopped the leader

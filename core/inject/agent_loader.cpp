@@ -351,7 +351,7 @@ tid_t injection::choose_thread()
     tid_t best{};
     int best_rank = 99;
     for (tid_t tid : process_.tids()) {
-        if (process_.is_unfit_for_call(tid))
+        if (process_.tasks().is_unfit_for_call(tid))
             continue;
         auto state = ptrace::thread_state::read(tid);
         if (!state)

@@ -299,7 +299,7 @@ std::optional<events::event_message> event_watch::take_report(td_event_e event, 
     // thread's flag back (glibc reads it no more).
     std::optional<ptrace::registers> regs;
     if (event == TD_CREATE && show)
-        regs = target_.process().trap_registers(ev.tid);
+        regs = target_.process().tasks().trap_registers(ev.tid);
     auto d = consume_report(event, ev.tid, ev.arg0, regs);
     if (!d)
         return std::nullopt;

@@ -440,7 +440,7 @@ void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& 
     routing_.forget();   // its sites went with the image
     births_.forget_all();
     changes_.new_epoch();
-    target_.process().run_to_entry();
+    ptrace::run_to_entry(target_.process());
     load_symbols();
     // `env ... ld.so PROG`: the new image is the loader, and libc comes later.
     if (target_.agent() == nullptr)

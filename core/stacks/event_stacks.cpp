@@ -17,7 +17,7 @@ std::expected<std::vector<stack_frame>, std::string> event_stacks::stack_of(tid_
     const auto* t = process.find(lwp);
     if (t == nullptr || !t->is_stopped())
         return std::unexpected(fmt::format("LWP {} is not stopped by tdctl", lwp.value));
-    auto regs = process.trap_registers(lwp);
+    auto regs = process.tasks().trap_registers(lwp);
     if (!regs)
         regs = ptrace::registers::read(lwp);
     if (!regs)
@@ -95,7 +95,7 @@ target_addr event_stacks::call_site_from(target_addr site, const ptrace::registe
 target_addr event_stacks::call_site_of(tid_t creator, target_addr site)
 {
     // The registers the trap was recognised by; read again only if gone.
-    auto regs = target_.process().trap_registers(creator);
+    auto regs = target_.process().tasks().trap_registers(creator);
     if (!regs)
         regs = ptrace::registers::read(creator);
     if (!regs)

@@ -1,0 +1,57 @@
+// Making a process ours: seizing one task of a running process, starting a
+// program under trace up to its exec, and running a new image to its
+// entry point.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <sys/ptrace.h>
+#include <sys/types.h>
+
+#include "base/types.hpp"
+#include "ptrace/wait_status.hpp"
+#include "ptrace/waiter.hpp"
+
+namespace tdctl::ptrace {
+
+class traced_process;
+
+/// The events every seized task reports.
+inline constexpr long trace_options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXIT | PTRACE_O_TRACEEXEC |
+                                      PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
+
+struct launch_options {
+    std::vector<std::string> argv;                 ///< argv[0] is looked up in PATH
+    std::vector<std::string> extra_env;            ///< "NAME=value", set in the child
+};
+
+/// PTRACE_SEIZE of task tid of process pid with trace_options. True when
+/// it is ours now; false for a thread (not the leader) that needs no seizing:
+/// it died meanwhile, is exiting, or is ours already through its parent's
+/// clone event. Throws tdctl::error (os) with one actionable line
+/// (attach_diagnosis.hpp) otherwise.
+bool seize_task(pid_t pid, tid_t tid, bool is_leader);
+
+/// A program started under trace, stopped at its exec event.
+struct started_program {
+    pid_t pid;
+    wait_status exec_stop;  ///< the leader's status at PTRACE_EVENT_EXEC
+};
+
+/// Forks, seizes the child before it execs opts.argv (with the signal mask
+/// and SIGPIPE disposition the program would have had without us), and
+/// passes its signals on until its exec event. Throws tdctl::error: usage
+/// (no program), os (fork, pipe; cannot trace it: the child is killed and
+/// reaped; exec failed: the child's errno), target (it exited first).
+started_program start_traced(const launch_options& opts, waiter& wait);
+
+/// After the exec event of a launch or of a running target: runs the new
+/// image to its entry point (AT_ENTRY from /proc/PID/auxv), where the
+/// loader has mapped its libraries and no code of the program has run;
+/// other stops are queued. Returns with one hold more (release_all()).
+/// Throws tdctl::error (target) if there is no AT_ENTRY or the process
+/// exits first.
+void run_to_entry(traced_process& process);
+
+}  // namespace tdctl::ptrace
