@@ -74,7 +74,7 @@ void task_stopper::stop_running(bool peek, int cancel_fd)
         auto now = clock::now();
         if (now < next_vfork_check)
             continue;
-        mark_vfork_blocked();
+        mark_blocked_tasks();
         next_vfork_check = now + std::chrono::milliseconds(vfork_check_ms);
         if (now - start >= std::chrono::milliseconds(stop_all_timeout_ms))
             throw_stuck(pending);
@@ -110,11 +110,16 @@ void task_stopper::take_stops_of(std::vector<tid_t>& pending, bool peek)
     });
 }
 
-void task_stopper::mark_vfork_blocked()
+void task_stopper::mark_blocked_tasks()
 {
     for (auto& [tid, t] : tasks_) {
         if (!is_running(t->state()))
             continue;
+        if (auto st = procfs::read_task_status(pid_, tid); !st || st->state == 'Z' || st->state == 'X') {
+            t->note_gone();
+            log::debug("task {} is dead; its end is all that is to come", tid.value);
+            continue;
+        }
         auto sc = procfs::read_task_syscall(pid_, tid);
         if (!sc)
             continue;

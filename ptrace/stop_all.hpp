@@ -20,8 +20,8 @@ public:
     task_stopper(pid_t pid, task_table& tasks, waiter& wait, process_memory& memory, stop_router& router);
 
     /// Interrupts every running task (PTRACE_INTERRUPT) and waits until each
-    /// is stopped, exiting, blocked in vfork() (found from
-    /// /proc/PID/task/TID/syscall after 50 ms) or gone; each status goes
+    /// is stopped, exiting, blocked in vfork() or dead (found
+    /// from /proc/PID/task/TID/syscall and status after 50 ms) or gone; each status goes
     /// through the router. `peek`: read each stop with peek_stop() first
     /// (detach). Throws tdctl::error (target) naming the tasks that did not
     /// stop within 10 s, and (os, EINTR) as soon as cancel_fd (>= 0) is
@@ -33,8 +33,11 @@ private:
     /// routes it; drops from `pending` the tasks that are stopped, ending,
     /// in vfork() or gone. Never blocks.
     void take_stops_of(std::vector<tid_t>& pending, bool peek);
-    /// Marks the running tasks that are blocked in vfork() as such.
-    void mark_vfork_blocked();
+    /// Marks the running tasks that cannot stop: blocked in vfork() (held
+    /// until the child execs or exits), or dead (a zombie: /proc state Z or
+    /// X, past an exit no stop of which is to come; its end is reaped by
+    /// the wait loop or detach).
+    void mark_blocked_tasks();
 
     pid_t pid_;
     task_table& tasks_;

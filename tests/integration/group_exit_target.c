@@ -4,6 +4,12 @@
  *                                    loop; main calls exit(7) after SECONDS
  *   group_exit_target exec SECONDS   the same, but a fifth thread execs
  *                                    `/bin/sh -c 'exit 5'` after SECONDS
+ *   group_exit_target thread-exit SECONDS four threads spin; one of them calls
+ *                                    exit(7) after SECONDS, while main waits
+ *                                    in pause(): the leader is killed by the
+ *                                    group exit of a thread
+ *   group_exit_target all-exit SECONDS eight threads and main spin, then all
+ *                                    call _exit(7) at once after SECONDS
  * Prints "ready" once the spawners run. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -31,6 +37,31 @@ static void *spawner(void *arg)
     return NULL;
 }
 
+static volatile int spin_sink;
+
+static void *spin(void *arg)
+{
+    for (;;)
+        spin_sink = spin_sink + 1;
+    return arg;
+}
+
+static void *exiter(void *arg)
+{
+    (void)arg;
+    usleep((useconds_t)(seconds * 1e6));
+    exit(7);
+}
+
+static pthread_barrier_t all_exit;
+
+static void *exit_together(void *arg)
+{
+    (void)arg;
+    pthread_barrier_wait(&all_exit);
+    _exit(7);
+}
+
 static void *execer(void *arg)
 {
     (void)arg;
@@ -42,12 +73,32 @@ static void *execer(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3 || (strcmp(argv[1], "exit") != 0 && strcmp(argv[1], "exec") != 0)) {
-        fprintf(stderr, "usage: group_exit_target exit|exec SECONDS\n");
+    if (argc != 3 ||
+        (strcmp(argv[1], "exit") != 0 && strcmp(argv[1], "exec") != 0 && strcmp(argv[1], "thread-exit") != 0 &&
+         strcmp(argv[1], "all-exit") != 0)) {
+        fprintf(stderr, "usage: group_exit_target exit|exec|thread-exit|all-exit SECONDS\n");
         return 2;
     }
     seconds = atof(argv[2]);
     pthread_t t;
+    if (strcmp(argv[1], "all-exit") == 0) {
+        pthread_barrier_init(&all_exit, NULL, 9);
+        for (int i = 0; i < 8; ++i)
+            pthread_create(&t, NULL, exit_together, NULL);
+        printf("ready\n");
+        fflush(stdout);
+        usleep((useconds_t)(seconds * 1e6));
+        exit_together(NULL);
+    }
+    if (strcmp(argv[1], "thread-exit") == 0) {
+        for (int i = 0; i < 3; ++i)
+            pthread_create(&t, NULL, spin, NULL);
+        pthread_create(&t, NULL, exiter, NULL);
+        printf("ready\n");
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
     for (int i = 0; i < 4; ++i)
         pthread_create(&t, NULL, spawner, NULL);
     printf("ready\n");

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -105,6 +106,34 @@ TEST_SUITE("regressions")
             REQUIRE_MESSAGE(tdctl_status.has_value(), "tdctl hung; stderr: ", tdctl.stderr_text());
             CHECK(tdctl_status->is_success());
             CHECK(target.require_exit(10s).term_signal() == SIGKILL);
+        }
+    }
+
+    TEST_CASE("a thread's exit() ends the process as tdctl detaches: no task is taken for stuck")
+    {
+        // exit() from a thread kills the leader with SIGKILL, so the leader
+        // makes no exit stop, and the kernel keeps the leader's status until
+        // every other thread is reaped. A thread held in its own exit stop by
+        // the detach's stop-all then kept the leader from ever reporting: "1
+        // tasks did not stop within 10 s", and changes "not put back".
+        require_attach();
+        std::mt19937 rng(std::random_device{}());
+        std::uniform_int_distribution<int> watch_ms(100, 500);
+        for (int round = 0; round < 40; ++round) {
+            int ms = watch_ms(rng);
+            INFO("round ", round, ", watch for ", ms, " ms of a target that exits after 0.3 s");
+            const char* mode = round % 2 == 0 ? "thread-exit" : "all-exit";
+            INFO("mode ", mode);
+            auto target = child_process::spawn({GROUP_EXIT_TARGET, mode, "0.3"});
+            REQUIRE(target.require_line(10s) == "ready");
+            auto tdctl = child_process::spawn({tdctl_path(), "-p", std::to_string(target.pid()), "-e",
+                                               "watch --for " + std::to_string(ms / 1000.0), "-e", "detach"});
+            auto tdctl_status = tdctl.wait_exit(tdctl_bound);
+            REQUIRE_MESSAGE(tdctl_status.has_value(), "tdctl hung; stderr: ", tdctl.stderr_text());
+            std::string err = tdctl.stderr_text();
+            CHECK_MESSAGE(err.find("did not stop") == std::string::npos, err);
+            CHECK_MESSAGE(err.find("put back") == std::string::npos, err);
+            CHECK_MESSAGE(target.require_exit(10s).exit_code() == 7, err);
         }
     }
 }
