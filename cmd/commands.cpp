@@ -109,14 +109,15 @@ std::span<const command_entry> command_table()
         {"deadlock", {}, cmd_deadlock, stop_use::shares,
          "deadlock\n"
          "  Hold the target, find every thread blocked in a mutex wait (the futex call of\n"
-         "  pthread_mutex_lock and its kin, not a condition variable, semaphore, barrier,\n"
-         "  rwlock or join), read each mutex's owner (__owner; the futex word for robust\n"
-         "  and PI mutexes), and print each cycle of the wait-for graph: every member's\n"
-         "  TID, name, the mutex it holds and the one it wants (address, static symbol,\n"
-         "  kind) and its stack. Otherwise \"no deadlock among mutexes\" with how many\n"
-         "  threads were blocked on mutexes and on other things (not analysed). Every\n"
-         "  mutex wait is listed with its\n"
-         "  owner (\"owner gone\" when that is not a thread of the process). Needs no\n"
+         "  pthread_mutex_lock and its kin, not a condition variable, semaphore, barrier\n"
+         "  or rwlock) or in pthread_join, read each mutex's owner (__owner; the futex\n"
+         "  word for robust and PI mutexes) and each joined thread, and print each cycle\n"
+         "  of the wait-for graph: every member's TID, name, the mutex it holds (or the\n"
+         "  thread joining it) and the mutex it wants (address, static symbol, kind) or\n"
+         "  the thread it joins, and its stack. Otherwise \"no deadlock among mutexes\n"
+         "  and joins\" with how many threads were blocked on mutexes, in joins and on\n"
+         "  other things (not analysed). Every mutex wait is listed with its owner\n"
+         "  (\"owner gone\" when that is not a thread of the process). Needs no\n"
          "  agent. Found nothing: exit status 1 when it is a batch's last command."},
         {"sleep", {}, cmd_sleep, stop_use::releases,
          "sleep SECONDS\n  Let the target run for a while (e.g. 2, 1.5, 500ms), servicing it; then each\n"

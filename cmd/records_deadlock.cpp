@@ -1,5 +1,8 @@
 // The text and JSON renderings of `deadlock`: the cycles of the wait-for
-// graph, then every mutex wait with its owner.
+// graph, then every mutex wait with its owner and every join with the
+// thread it waits for.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "cmd/records.hpp"
@@ -13,6 +16,8 @@ namespace {
 // owner marked dead), "none" (no owner recorded: being released).
 const char* owner_state(const core::mutex_wait& w)
 {
+    if (w.joined)
+        return "thread";
     if (w.owner.owner_died)
         return "died";
     if (w.owner.tid == 0)
@@ -22,6 +27,8 @@ const char* owner_state(const core::mutex_wait& w)
 
 std::string owner_text(const core::mutex_wait& w)
 {
+    if (w.joined)
+        return fmt::format("which has not ended");
     const std::string state = owner_state(w);
     if (state == "none")
         return "no owner recorded (being released)";
@@ -38,23 +45,37 @@ constexpr const char* parked_note = "\n    (the kernel refused its FUTEX_LOCK_PI
 // A timed wait in restart_syscall: the mutex came from its stack.
 constexpr const char* restarted_note = "\n    (a timed wait the kernel restarted; its mutex was found on its stack)";
 
+// What w waits for: a mutex, or the end of a joined thread.
 std::string mutex_text(const core::mutex_wait& w)
 {
+    if (w.joined)
+        return fmt::format("the end of thread {} (pthread_join)", w.joined->value);
     return fmt::format("mutex {:#x} ({}{})", w.mutex.value, w.symbol.empty() ? "" : w.symbol + ", ", w.kind.name());
 }
 
 json_record mutex_json(const core::mutex_wait& w)
 {
+    if (w.joined)
+        return nullptr;
     return {{"address", events::hex_addr(w.mutex.value)},
             {"symbol", w.symbol.empty() ? json_record(nullptr) : json_record(w.symbol)},
             {"kind", w.kind.name()}};
+}
+
+// The TID a join waits for, or null for a mutex wait.
+json_record joins_json(const core::mutex_wait& w)
+{
+    return w.joined ? json_record(w.joined->value) : json_record(nullptr);
 }
 
 json_record wait_json(const core::mutex_wait& w)
 {
     json_record rec{{"tid", w.waiter.value}, {"name", w.name}, {"mutex", mutex_json(w)},
                     {"owner", w.owner.tid},   {"owner_source", w.owner.source}, {"owner_state", owner_state(w)},
-                    {"parked_after_edeadlk", w.parked_after_edeadlk}, {"restarted", w.restarted}};
+                    {"parked_after_edeadlk", w.parked_after_edeadlk}, {"restarted", w.restarted},
+                    {"joins", joins_json(w)}};
+    if (w.joined)
+        rec["owner"] = w.joined->value;
     return rec;
 }
 
@@ -67,6 +88,7 @@ json_record member_json(const core::deadlock_scan& scan, const std::vector<std::
         frames.push_back(events::frame_to_json(f));
     return {{"tid", w.waiter.value}, {"name", w.name},   {"holds", mutex_json(before)},
             {"wants", mutex_json(w)}, {"parked_after_edeadlk", w.parked_after_edeadlk}, {"restarted", w.restarted},
+            {"joins", joins_json(w)}, {"joined_by", before.joined ? json_record(before.waiter.value) : json_record(nullptr)},
             {"frames", frames}};
 }
 
@@ -74,8 +96,11 @@ std::string member_text(const core::deadlock_scan& scan, const std::vector<std::
 {
     const core::mutex_wait& w = scan.waits[cycle[i]];
     const core::mutex_wait& before = scan.waits[cycle[(i + cycle.size() - 1) % cycle.size()]];
-    std::string text = fmt::format("  thread {} ({}) holds {}\n    and wants {}, {}{}", w.waiter.value,
-                                   events::printable_name(w.name), mutex_text(before), mutex_text(w), owner_text(w),
+    // The member before waits for what this one holds: a mutex, or its end.
+    const std::string holds = before.joined ? fmt::format("is joined by thread {}", before.waiter.value)
+                                            : "holds " + mutex_text(before);
+    std::string text = fmt::format("  thread {} ({}) {}\n    and wants {}, {}{}", w.waiter.value,
+                                   events::printable_name(w.name), holds, mutex_text(w), owner_text(w),
                                    w.parked_after_edeadlk ? parked_note
                                    : w.restarted          ? restarted_note
                                                           : "");
@@ -85,13 +110,20 @@ std::string member_text(const core::deadlock_scan& scan, const std::vector<std::
     return text;
 }
 
+std::size_t join_count(const core::deadlock_scan& scan)
+{
+    return static_cast<std::size_t>(std::ranges::count_if(scan.waits, [](const auto& w) { return w.joined.has_value(); }));
+}
+
 std::string counts_text(const core::deadlock_scan& scan)
 {
-    // Waits that are not pthread mutexes (semaphores — CPython's locks are
-    // semaphores —, condition variables, rwlocks, other futexes) are counted
-    // but not looked into: a cycle through them is not seen.
-    return fmt::format("{} thread{} blocked on mutexes, {} blocked on other things{}, {} running ({} thread{})",
-                       scan.waits.size(), scan.waits.size() == 1 ? "" : "s", scan.blocked_other,
+    // Waits that are not pthread mutexes or joins (semaphores — CPython's
+    // locks are semaphores —, condition variables, rwlocks, other futexes)
+    // are counted but not looked into: a cycle through them is not seen.
+    const std::size_t joins = join_count(scan);
+    const std::size_t mutexes = scan.waits.size() - joins;
+    return fmt::format("{} thread{} blocked on mutexes, {} in pthread_join, {} blocked on other things{}, {} running ({} thread{})",
+                       mutexes, mutexes == 1 ? "" : "s", joins, scan.blocked_other,
                        scan.blocked_other != 0 ? " (semaphores, condition variables, rwlocks: not analysed)" : "",
                        scan.running, scan.threads, scan.threads == 1 ? "" : "s");
 }
@@ -112,7 +144,8 @@ json_record deadlock_record::json() const
         waits.push_back(wait_json(w));
     return {{"type", "deadlock"},          {"pid", pid},
             {"found", !scan.cycles.empty()}, {"threads", scan.threads},
-            {"mutex_waits", scan.waits.size()}, {"blocked_other", scan.blocked_other},
+            {"mutex_waits", scan.waits.size() - join_count(scan)}, {"join_waits", join_count(scan)},
+            {"blocked_other", scan.blocked_other},
             {"running", scan.running},     {"cycles", cycles},
             {"waits", waits},              {"problems", scan.problems}};
 }
@@ -121,7 +154,7 @@ std::string deadlock_record::text() const
 {
     std::string text;
     if (scan.cycles.empty())
-        text = "no deadlock among mutexes: " + counts_text(scan);
+        text = "no deadlock among mutexes and joins: " + counts_text(scan);
     int n = 0;
     for (const auto& c : scan.cycles) {
         if (n > 0)

@@ -36,19 +36,24 @@ constexpr std::array<std::string_view, 14> mutex_functions = {
 };
 
 // Other objects that wait in futex: their functions' names start so.
-constexpr std::array<std::string_view, 10> other_sync_prefixes = {
+constexpr std::array<std::string_view, 9> other_sync_prefixes = {
     "pthread_cond_", "__pthread_cond_", "___pthread_cond_", "__condvar_", "sem_",
-    "__new_sem_",    "pthread_barrier_", "pthread_rwlock_", "__pthread_rwlock_", "__pthread_clockjoin",
+    "__new_sem_",    "pthread_barrier_", "pthread_rwlock_", "__pthread_rwlock_",
 };
-constexpr std::array<std::string_view, 4> other_sync_functions = {
+// glibc 2.36's join paths (nptl/pthread_join_common.c: __pthread_clockjoin_ex).
+constexpr std::array<std::string_view, 4> join_functions = {
     "pthread_join", "__pthread_join", "pthread_timedjoin_np", "pthread_clockjoin_np"};
+constexpr std::array<std::string_view, 2> join_prefixes = {"__pthread_clockjoin", "__pthread_timedjoin"};
 
 wait_site classify_function(std::string_view f)
 {
     if (std::ranges::find(mutex_functions, f) != mutex_functions.end())
         return wait_site::mutex_lock;
-    if (std::ranges::find(other_sync_functions, f) != other_sync_functions.end())
-        return wait_site::other_sync;
+    if (std::ranges::find(join_functions, f) != join_functions.end())
+        return wait_site::join;
+    for (std::string_view p : join_prefixes)
+        if (f.starts_with(p))
+            return wait_site::join;
     for (std::string_view p : other_sync_prefixes)
         if (f.starts_with(p))
             return wait_site::other_sync;
@@ -120,7 +125,33 @@ std::optional<target_addr> waited_mutex(live_target& s, tid_t self, const futex_
     return mutex_on_stack(s, self, sp, true, false);
 }
 
-/// The mutex wait of one held LWP, or std::nullopt when it is not in one.
+/// How far above a thread pointer (struct pthread on x86-64) its `tid`
+/// field may lie: glibc 2.36 has it at 0x2d0.
+constexpr std::uint64_t pthread_tid_span = 0x1000;
+
+/// The join wait of a held LWP whose futex call waits on `call.word`, or
+/// std::nullopt when the word is not a live thread's `tid` field.
+std::optional<mutex_wait> join_wait_of(live_target& s, tid_t lwp, const futex_call& call)
+{
+    std::int32_t value = 0;
+    if (call.restarted || !s.memory().read_value(call.word, value) || value <= 0)
+        return std::nullopt;
+    auto joined = s.lwp_of_ns_tid(value);
+    const ptrace::task_info* t = joined ? s.process().find(*joined) : nullptr;
+    if (t == nullptr || *joined == lwp)
+        return std::nullopt;
+    const std::uint64_t tp = t->thread_pointer().value;
+    if (tp == 0 || call.word.value < tp || call.word.value - tp >= pthread_tid_span)
+        return std::nullopt;
+    mutex_wait w;
+    w.waiter = lwp;
+    w.name = s.thread_name(lwp);
+    w.joined = *joined;
+    w.owner_lwp = *joined;
+    return w;
+}
+
+/// The mutex or join wait of one held LWP, or std::nullopt when it is not in one.
 std::optional<mutex_wait> mutex_wait_of(live_target& s, event_stacks& stacks, tid_t lwp, const futex_call& call, target_addr sp,
                                         int max_frames, std::vector<std::string>& problems)
 {
@@ -129,7 +160,14 @@ std::optional<mutex_wait> mutex_wait_of(live_target& s, event_stacks& stacks, ti
         problems.push_back(fmt::format("thread {}: {}", lwp.value, frames.error()));
         return std::nullopt;
     }
-    if (classify_wait_frames(*frames) != wait_site::mutex_lock)
+    const wait_site site = classify_wait_frames(*frames);
+    if (site == wait_site::join) {
+        auto w = join_wait_of(s, lwp, call);
+        if (w)
+            w->frames = std::move(*frames);
+        return w;
+    }
+    if (site != wait_site::mutex_lock)
         return std::nullopt;
     mutex_wait w;
     auto address = waited_mutex(s, lwp, call, sp, w.parked_after_edeadlk);

@@ -1,7 +1,8 @@
 // `deadlock` without any agent: with every thread of the target held, find
 // the threads blocked in a mutex wait (the futex system call, reached from
-// glibc's mutex lock path), read each mutex's owner, and build the wait-for
-// graph (core/locks/wait_for_graph.hpp) whose cycles are deadlocks.
+// glibc's mutex lock path) or in pthread_join, read each mutex's owner and
+// each joined thread, and build the wait-for graph
+// (core/locks/wait_for_graph.hpp) whose cycles are deadlocks.
 #pragma once
 
 #include <optional>
@@ -21,7 +22,8 @@ class event_stacks;
 /// What a thread's innermost frames say it waits in.
 enum class wait_site {
     mutex_lock,   ///< a pthread_mutex_*lock path (`__lll_lock_wait`, `__pthread_mutex_lock_full`, ...)
-    other_sync,   ///< a condition variable, semaphore, barrier, rwlock or join
+    join,         ///< pthread_join and its timed forms: waits for a thread's end
+    other_sync,   ///< a condition variable, semaphore, barrier or rwlock
     unknown,      ///< none of these among the first frames
 };
 
@@ -51,7 +53,7 @@ std::optional<futex_call> blocked_futex_call(const ptrace::registers& regs);
 /// The thread was blocked in some system call when it was stopped.
 bool was_blocked_in_syscall(const ptrace::registers& regs);
 
-/// One thread blocked on a mutex.
+/// One thread blocked on a mutex, or in pthread_join (`joined`).
 struct mutex_wait {
     tid_t waiter;
     std::string name;                ///< its comm
@@ -69,12 +71,20 @@ struct mutex_wait {
     /// A timed wait the kernel restarted (futex_call::restarted): `mutex` is
     /// the locked mutex with waiters found among the words of its stack.
     bool restarted = false;
+    /// A pthread_join: the thread it waits for, whose end is what it waits
+    /// on; then `owner_lwp` is that thread too, and `mutex`, `symbol`,
+    /// `kind` and `owner` are empty. Found from the futex word of the join
+    /// (glibc waits on the joined thread's struct pthread `tid` field, which
+    /// holds that thread's TID until it exits): the word's value, when it is
+    /// the TID of a thread of the target whose thread pointer lies just
+    /// below the word.
+    std::optional<tid_t> joined;
 };
 
 /// The whole picture of a held target.
 struct deadlock_scan {
     std::size_t threads = 0;           ///< LWPs looked at
-    std::vector<mutex_wait> waits;     ///< threads blocked on a mutex, by TID
+    std::vector<mutex_wait> waits;     ///< threads blocked on a mutex or in pthread_join, by TID
     std::size_t blocked_other = 0;     ///< blocked in any other system call (condvars, I/O, sleeps...)
     std::size_t running = 0;           ///< not in a system call when stopped
     /// Each deadlock, as indices into `waits`: waits[c[i]]'s owner is

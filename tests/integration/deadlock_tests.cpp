@@ -30,6 +30,7 @@ struct lock_facts {
     std::map<std::string, std::string> kind;        // mutex name -> kind word
     std::map<pid_t, std::string> holds;             // TID -> the mutex it holds
     std::map<pid_t, std::string> wants;             // TID -> the mutex it blocks on
+    std::map<pid_t, pid_t> joins;                   // TID -> the thread it joins
 };
 
 lock_facts read_lock_facts(child_process& fixture)
@@ -45,6 +46,10 @@ lock_facts read_lock_facts(child_process& fixture)
             line >> name >> value >> kind;
             f.address[name] = std::stoull(value, nullptr, 16);
             f.kind[name] = kind;
+        } else if (word == "joins") {
+            pid_t tid = 0, joined = 0;
+            line >> tid >> joined;
+            f.joins[tid] = joined;
         } else if (word == "holds" || word == "wants") {
             pid_t tid = 0;
             line >> tid >> name;
@@ -254,6 +259,11 @@ TEST_CASE("condition-variable waits and a chain of mutex waiters are no deadlock
     CHECK(int_field(rec, "mutex_waits") == 2);
     std::set<pid_t> waiters;
     for (const auto& w : rec["waits"]) {
+        if (!w["joins"].is_null()) {
+            CHECK(int_field(w, "joins") == holder);
+            CHECK(int_field(w, "tid") == pid);
+            continue;
+        }
         waiters.insert(static_cast<pid_t>(int_field(w, "tid")));
         CHECK(hex_field(w["mutex"], "address") == s->facts.address.at("chain_lock"));
         CHECK(int_field(w, "owner") == holder);
@@ -263,8 +273,10 @@ TEST_CASE("condition-variable waits and a chain of mutex waiters are no deadlock
     for (const auto& [tid, name] : s->facts.wants)
         expected.insert(tid);
     CHECK(waiters == expected);
-    // Two condvar waiters, the holder in read, main in pthread_join.
-    CHECK(int_field(rec, "blocked_other") == 4);
+    // Two condvar waiters and the holder in read; main joins the holder
+    // (a wait-for edge, not "other things").
+    CHECK(int_field(rec, "blocked_other") == 3);
+    CHECK(int_field(rec, "join_waits") == 1);
     check_left_as_it_was(pid, s->facts, true);
     // Let the holder go: both waiters get the mutex, main joins them all.
     REQUIRE(s->fixture.write_stdin("x"));
@@ -280,6 +292,49 @@ TEST_CASE("condition-variable waits and a chain of mutex waiters are no deadlock
             acquired.insert(tid);
     }
     CHECK(acquired == expected);
+}
+
+TEST_CASE("a thread that joins the thread waiting for its mutex: a cycle through pthread_join")
+{
+    require_attach();
+    auto s = start_deadlock({"join"});
+    const pid_t pid = s->fixture.pid();
+    REQUIRE(s->facts.joins.size() == 1);
+    const auto [joiner, joined] = *s->facts.joins.begin();
+    REQUIRE(s->facts.wants.size() == 1);
+    CHECK(s->facts.wants.begin()->first == joined);
+    CHECK(s->facts.holds.at(joiner) == "join_lock");
+
+    auto run = run_tdctl({"--json", "-p", std::to_string(pid), "-e", "deadlock"}, 30s);
+    INFO(run.describe());
+    CHECK(run.result.status.exit_code() == 0);
+    json rec = deadlock_record_of(run);
+    CHECK(rec["found"] == true);
+    CHECK(int_field(rec, "mutex_waits") == 1);
+    CHECK(int_field(rec, "join_waits") == 1);
+    REQUIRE(rec["cycles"].size() == 1);
+    const json& cycle = rec["cycles"][0];
+    REQUIRE(cycle.size() == 2);
+    for (const auto& m : cycle) {
+        const pid_t tid = static_cast<pid_t>(int_field(m, "tid"));
+        if (tid == joiner) {
+            CHECK(int_field(m, "joins") == joined);
+            CHECK(m["wants"].is_null());
+            CHECK(hex_field(m["holds"], "address") == s->facts.address.at("join_lock"));
+        } else {
+            CHECK(tid == joined);
+            CHECK(hex_field(m["wants"], "address") == s->facts.address.at("join_lock"));
+            CHECK(int_field(m, "joined_by") == joiner);
+        }
+    }
+    check_left_as_it_was(pid, s->facts, true);
+
+    auto text = run_tdctl({"-p", std::to_string(pid), "-e", "deadlock"}, 30s);
+    INFO(text.describe());
+    CHECK(text.result.out.find(fmt::format("and wants the end of thread {} (pthread_join)", joined)) !=
+          std::string::npos);
+    CHECK(text.result.out.find(fmt::format("thread {} (deadlock) is joined by thread {}", joined, joiner)) !=
+          std::string::npos);
 }
 
 TEST_CASE("a mutex whose owner exited without unlocking: owner gone, no deadlock")

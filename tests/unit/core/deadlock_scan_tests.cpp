@@ -138,7 +138,7 @@ TEST_CASE("a robust mutex whose owner exited: the kernel leaves FUTEX_OWNER_DIED
     pthread_mutex_destroy(&m);
 }
 
-TEST_CASE("frames: a mutex lock path, a condition variable, helpers passed over, nothing known")
+TEST_CASE("frames: a mutex lock path, a join, a condition variable, helpers passed over, nothing known")
 {
     CHECK(classify_wait_frames(frames_named({"__lll_lock_wait", "___pthread_mutex_lock", "worker"})) ==
           wait_site::mutex_lock);
@@ -151,7 +151,10 @@ TEST_CASE("frames: a mutex lock path, a condition variable, helpers passed over,
     CHECK(classify_wait_frames(frames_named({"__futex_abstimed_wait_common", "pthread_rwlock_wrlock"})) ==
           wait_site::other_sync);
     CHECK(classify_wait_frames(frames_named({"__futex_abstimed_wait_common", "__pthread_clockjoin_ex"})) ==
-          wait_site::other_sync);
+          wait_site::join);
+    CHECK(classify_wait_frames(frames_named({"", "pthread_timedjoin_np", "main"})) == wait_site::join);
+    CHECK(classify_wait_frames(frames_named({"__futex_abstimed_wait_common", "pthread_join", "main"})) ==
+          wait_site::join);
     CHECK(classify_wait_frames(frames_named({"syscall", "my_futex_wait", "main"})) == wait_site::unknown);
     // The condvar takes its mutex back through the mutex path: a mutex wait.
     CHECK(classify_wait_frames(frames_named({"__lll_lock_wait", "__pthread_mutex_cond_lock", "___pthread_cond_wait"})) ==
