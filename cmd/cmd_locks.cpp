@@ -74,6 +74,24 @@ std::optional<std::vector<td_event_e>> lock_watch_events(command_context& c, con
     return list;
 }
 
+// The locks of the target's runtime that are not pthread locks, so that
+// `locks` cannot see them: a JVM's monitors (libjvm.so), CPython's locks
+// (semaphores; libpython, or a python executable that links it in).
+std::string unseen_locks(command_context& c)
+{
+    const symbols::module_set& modules = c.session().target().modules();
+    if (modules.find("libjvm.so") != nullptr)
+        return "this is a JVM: Java monitors (synchronized, java.util.concurrent locks) are not pthread mutexes "
+               "and are not counted; the JVM's own native locks are";
+    const symbols::elf_module* main = modules.main_executable();
+    const bool python = modules.find("libpython") != nullptr ||
+                        (main != nullptr && main->path().substr(main->path().rfind('/') + 1).starts_with("python"));
+    if (python)
+        return "this is CPython: threading.Lock and RLock are semaphores, not pthread mutexes, and are not "
+               "counted; the GIL is";
+    return {};
+}
+
 // One `locks` report: its head and the first `top` locks.
 void print_locks(command_context& c, const events::lock_contention& counts, std::size_t report, double span,
                  std::size_t top)
@@ -82,7 +100,7 @@ void print_locks(command_context& c, const events::lock_contention& counts, std:
     const std::size_t shown = std::min(top, locks.size());
     output::bulk batch(c.out);
     c.out.print(locks_report_record{report, span, locks.size(), shown, counts.contentions(), counts.try_failures(),
-                                    seconds_since_start()});
+                                    seconds_since_start(), unseen_locks(c)});
     for (std::size_t i = 0; i < shown; ++i) {
         code_location where = locate(c.session(), locks[i].address);
         c.out.print(lock_record{report, i + 1, std::move(locks[i]), std::move(where)});

@@ -61,15 +61,17 @@ json_record locks_report_record::json() const
     rec["contentions"] = contentions;
     rec["try_failures"] = try_failures;
     rec["time"] = events::json_seconds(time);
+    rec["unseen"] = unseen.empty() ? json_record(nullptr) : json_record(unseen);
     return rec;
 }
 
 std::string locks_report_record::text() const
 {
-    return fmt::format("locks: report {} over {:.3f} s: {} contended lock{}, {} contention{}, {} trylock failure{}{}",
+    return fmt::format("locks: report {} over {:.3f} s: {} contended lock{}, {} contention{}, {} trylock failure{}{}{}",
                        report, span, locks, locks == 1 ? "" : "s", contentions, contentions == 1 ? "" : "s",
                        try_failures, try_failures == 1 ? "" : "s",
-                       shown < locks ? fmt::format(" (top {} shown)", shown) : std::string());
+                       shown < locks ? fmt::format(" (top {} shown)", shown) : std::string(),
+                       unseen.empty() ? std::string() : "\nlocks: " + unseen);
 }
 
 json_record lock_record::json() const

@@ -28,6 +28,9 @@ struct locks_report_record {
     std::uint64_t contentions = 0;   ///< over every lock
     std::uint64_t try_failures = 0;  ///< trylock failures (EBUSY), over every lock
     double time = 0;
+    /// The target's own locks this report cannot see, in one sentence (a
+    /// JVM's monitors, CPython's locks); empty when none are known.
+    std::string unseen;
     json_record json() const;
     std::string text() const;
 };

@@ -148,10 +148,14 @@ public:
     deadline_timer& operator=(const deadline_timer&) = delete;
 
     /// The wait about to block ends at `deadline_ns` (CLOCK_MONOTONIC; 0: none).
+    /// A deadline less than notify_slack_ns sooner than the one the thread
+    /// sleeps for does not wake it: callers round their waits up to whole
+    /// milliseconds, so a loop's deadlines jitter by up to one, and telling
+    /// the thread each time cost two futex calls per wait.
     void arm(std::int64_t deadline_ns)
     {
         std::int64_t before = armed_.exchange(deadline_ns);
-        if (deadline_ns != 0 && (before == 0 || deadline_ns < before)) {
+        if (deadline_ns != 0 && (before == 0 || deadline_ns + notify_slack_ns <= before)) {
             std::lock_guard lock(mutex_);
             cv_.notify_one();
         }
@@ -182,6 +186,8 @@ private:
             armed_.compare_exchange_strong(expected, 0);
         }
     }
+
+    static constexpr std::int64_t notify_slack_ns = 1000000;
 
     std::atomic<std::int64_t> armed_{0};
     std::mutex mutex_;

@@ -21,6 +21,8 @@
 #include <sstream>
 #include <thread>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "tests/agent_e2e/agent_e2e_support.hpp"
@@ -137,6 +139,7 @@ TEST_CASE("locks: per-lock contentions, holders, waits and call sites match the 
 
     auto reports = run.of_type("locks_report");
     REQUIRE(reports.size() == 1);
+    CHECK(reports[0].at("unseen").is_null());   // a C program: no locks of its own kind
     auto locks = run.of_type("lock");
     CHECK(reports[0].value("locks", 0u) == locks.size());
     std::map<std::uint64_t, nlohmann::json> by_address;
@@ -330,4 +333,34 @@ TEST_CASE("locks counts trylock failures with the agent loaded by attach (-p PID
     auto want = read_trylock_record(record.path());
     CHECK(want.successes == 4);
     check_trylock_run(run, want, 23, 1);
+}
+
+TEST_CASE("locks on CPython says that its threading.Lock is a semaphore and not counted; the GIL is")
+{
+    test::require_ptrace();
+    const std::string python = "/usr/bin/python3";
+    if (::access(python.c_str(), X_OK) != 0) {
+        MESSAGE(python, " is not installed: nothing to check");
+        return;
+    }
+    constexpr const char* script = R"(import threading, time
+l = threading.Lock()
+def work():
+    end = time.time() + 0.5
+    while time.time() < end:
+        with l:
+            sum(range(2000))
+ts = [threading.Thread(target=work) for _ in range(4)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+)";
+    auto run = run_tdctl_agent({"locks --for 30"}, {python, "-c", script}, 120s);
+    INFO(describe_run(run));
+    REQUIRE(run.result.status.is_success());
+    auto reports = run.of_type("locks_report");
+    REQUIRE(reports.size() == 1);
+    REQUIRE(reports[0].at("unseen").is_string());
+    const std::string unseen = reports[0].at("unseen").get<std::string>();
+    CHECK(unseen.find("CPython") != std::string::npos);
+    CHECK(unseen.find("semaphores") != std::string::npos);
 }
