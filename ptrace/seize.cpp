@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <csignal>
-#include <elf.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -13,7 +12,6 @@
 #include "ptrace/attach_diagnosis.hpp"
 #include "ptrace/procfs.hpp"
 #include "ptrace/ptrace_call.hpp"
-#include "ptrace/traced_process.hpp"
 
 namespace tdctl::ptrace {
 
@@ -139,16 +137,6 @@ started_program start_traced(const launch_options& opts, waiter& wait)
     [[maybe_unused]] auto n = ::write(pipes.go_write.get(), &go, 1);
     pipes.go_write.reset();
     return started_program{child, run_to_exec(child, wait, pipes.err_read, opts.argv[0])};
-}
-
-void run_to_entry(traced_process& process)
-{
-    pid_t pid = process.pid();
-    auto auxv = procfs::read_auxv(pid);
-    auto it = auxv.find(AT_ENTRY);
-    if (it == auxv.end())
-        throw error::target(fmt::format("process {} has no AT_ENTRY in /proc/{}/auxv", pid, pid));
-    process.run_to(target_addr{it->second}, "its entry point");
 }
 
 }  // namespace tdctl::ptrace

@@ -1,6 +1,5 @@
-// Making a process ours: seizing one task of a running process, starting a
-// program under trace up to its exec, and running a new image to its
-// entry point.
+// Making a process ours: seizing one task of a running process, and
+// starting a program under trace up to its exec.
 #pragma once
 
 #include <string>
@@ -14,8 +13,6 @@
 #include "ptrace/waiter.hpp"
 
 namespace tdctl::ptrace {
-
-class traced_process;
 
 /// The events every seized task reports.
 inline constexpr long trace_options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXIT | PTRACE_O_TRACEEXEC |
@@ -45,13 +42,5 @@ struct started_program {
 /// (no program), os (fork, pipe; cannot trace it: the child is killed and
 /// reaped; exec failed: the child's errno), target (it exited first).
 started_program start_traced(const launch_options& opts, waiter& wait);
-
-/// After the exec event of a launch or of a running target: runs the new
-/// image to its entry point (AT_ENTRY from /proc/PID/auxv), where the
-/// loader has mapped its libraries and no code of the program has run;
-/// other stops are queued. Returns with one hold more (release_all()).
-/// Throws tdctl::error (target) if there is no AT_ENTRY or the process
-/// exits first.
-void run_to_entry(traced_process& process);
 
 }  // namespace tdctl::ptrace

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <elf.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -664,5 +665,15 @@ std::optional<int> traced_process::wait_launched_exit(int timeout_ms)
     }
 }
 
+
+void run_to_entry(traced_process& process)
+{
+    pid_t pid = process.pid();
+    auto auxv = procfs::read_auxv(pid);
+    auto it = auxv.find(AT_ENTRY);
+    if (it == auxv.end())
+        throw error::target(fmt::format("process {} has no AT_ENTRY in /proc/{}/auxv", pid, pid));
+    process.run_to(target_addr{it->second}, "its entry point");
+}
 
 }  // namespace tdctl::ptrace

@@ -236,4 +236,12 @@ private:
     target_addr call_marker_;     // a remote call's return address; null when none runs
 };
 
+/// After the exec event of a launch or of a running target: runs the new
+/// image to its entry point (AT_ENTRY from /proc/PID/auxv), where the
+/// loader has mapped its libraries and no code of the program has run;
+/// other stops are queued. Returns with one hold more (release_all()).
+/// Throws tdctl::error (target) if there is no AT_ENTRY or the process
+/// exits first.
+void run_to_entry(traced_process& process);
+
 }  // namespace tdctl::ptrace
