@@ -3,6 +3,7 @@
 // of it. The layers above see it as a task_info.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 
 #include "base/types.hpp"
@@ -75,6 +76,9 @@ public:
     bool sigtrap_owed = false;
     /// The hit being handled, from its trap until its step-over is done.
     std::optional<trap_hit> hit;
+    /// Its signal mask before sigtrap_guard unblocked SIGTRAP in it (at its
+    /// clone event), put back at its next trap of ours or at detach.
+    std::optional<std::uint64_t> mask_before_trap;
 };
 
 }  // namespace tdctl::ptrace

@@ -81,7 +81,7 @@ const char* stop_kind_name(stop_kind k)
 }
 
 traced_process::traced_process(pid_t pid, bool launched, std::unique_ptr<waiter> wait)
-    : pid_(pid), launched_(launched), waiter_(std::move(wait)), births_(pid, *waiter_, sites_)
+    : pid_(pid), launched_(launched), waiter_(std::move(wait)), births_(pid, *waiter_, sites_), sigtrap_guard_(pid)
 {
 }
 
@@ -396,6 +396,9 @@ std::optional<stop_event> traced_process::on_clone(task& parent)
     if (auto tp = registers::read_thread_pointer(*child))
         t.set_thread_pointer(*tp);
     parent.set_newest_clone_child(*child);
+    // A pthread_create that reports TD_CREATE traps with every signal blocked.
+    if (!sites_.empty())
+        sigtrap_guard_.open_window(parent);
     return stop_event{stop_kind::thread_created, parent.tid(), *child, {}, 0};
 }
 
@@ -419,6 +422,7 @@ std::optional<stop_event> traced_process::on_signal_stop(task& t, int sig)
     if (sig == SIGTRAP) {
         if (auto ev = hit_by_trap(t, sites_)) {
             t.note_trap_of_ours();
+            sigtrap_guard_.put_back(t);
             return ev;
         }
         if (t.hit || !t.is_stopped())
@@ -440,8 +444,10 @@ std::optional<stop_event> traced_process::on_event_stop(task& t, bool interrupte
     // The kernel reports a pending jobctl trap before a queued signal: a
     // thread that had just executed a trap byte shows up here, past the
     // site, with the trap's SIGTRAP still queued. It is a hit.
-    if (auto ev = hit_before_interrupt(t, sites_))
+    if (auto ev = hit_before_interrupt(t, sites_)) {
+        sigtrap_guard_.put_back(t);
         return ev;
+    }
     if (!interrupted && t.in_group_stop)
         t.in_group_stop = false;  // a LISTENing task reports the end of its group-stop
     restart_if_free(t);
@@ -468,6 +474,7 @@ std::optional<stop_event> traced_process::on_exec(tid_t tid, wait_status ws)
                  queue_.end());
     memory_->reopen();
     journal_->forget_all();  // the old image's changes went with it
+    sigtrap_guard_.reopen();
     t.note_status(ws);
     t.hit.reset();
     t.set_newest_clone_child({});
@@ -588,6 +595,7 @@ void traced_process::detach()
             (t->state() == task_state::vfork_blocked ? in_vfork : dying).push_back(tid);
             continue;
         }
+        sigtrap_guard_.put_back(*t);
         ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(t->pending_signal));
     }
     if (auto leader_status = reap_after_detach(pid_, *waiter_, dying, in_vfork)) {

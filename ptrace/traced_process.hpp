@@ -22,6 +22,7 @@
 #include "ptrace/process_memory.hpp"
 #include "ptrace/registers_x86_64.hpp"
 #include "ptrace/seize.hpp"
+#include "ptrace/sigtrap_guard.hpp"
 #include "ptrace/site_table.hpp"
 #include "ptrace/stop_event.hpp"
 #include "ptrace/stop_router.hpp"
@@ -226,6 +227,7 @@ private:
     task_table tasks_;
     site_table sites_;
     task_births births_;
+    sigtrap_guard sigtrap_guard_;
     std::deque<stop_event> queue_;
     std::unique_ptr<stepper> stepper_;        // with memory_ (open_memory)
     std::unique_ptr<task_stopper> stopper_;   // with memory_ (open_memory)

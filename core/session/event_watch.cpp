@@ -402,14 +402,13 @@ std::optional<events::event_message> event_watch::at_exit_stop(tid_t lwp, bool s
     // The main thread's end is the process's.
     if (!is_watched(TD_DEATH) || reported || lwp.value == target_.pid() || target_.agent() == nullptr)
         return std::nullopt;
-    auto handle = target_.handle_of(lwp);
+    auto handle = target_.own_record_of(lwp);
     if (!handle)
-        return std::nullopt;
+        return std::nullopt;  // not a thread of the library
     auto& p = target_.agent()->protocol();
-    auto tid = p.read_tid(*handle);
     auto on = p.read_report_events(*handle);
-    if (!tid || *tid != target_.ns_tid_of(lwp) || !on || !*on)
-        return std::nullopt;  // not this thread's record, or it does not report
+    if (!on || !*on)
+        return std::nullopt;  // it does not report
     (void)p.consume(*handle);
     if (silent)
         return std::nullopt;

@@ -74,6 +74,17 @@ std::optional<target_addr> live_target::handle_of(tid_t lwp)
     return agent_ ? agent_->seam().handle_of(lwp) : std::nullopt;
 }
 
+std::optional<target_addr> live_target::own_record_of(tid_t lwp)
+{
+    auto handle = handle_of(lwp);
+    if (!handle)
+        return std::nullopt;
+    auto tid = agent_->protocol().read_tid(*handle);
+    if (!tid || *tid != ns_tid_of(lwp))
+        return std::nullopt;
+    return handle;
+}
+
 tid_t live_target::lwp_of(target_addr handle)
 {
     if (!agent_ || handle.is_null())

@@ -77,6 +77,11 @@ public:
     const std::string& no_agent_reason() const { return no_agent_reason_; }
     /// The thread handle of an LWP (thread_backend::handle_of); std::nullopt without one.
     std::optional<target_addr> handle_of(tid_t lwp);
+    /// handle_of(lwp) when the thread library's record there is lwp's own:
+    /// its tid field (thread_agent's protocol) names lwp. std::nullopt for
+    /// an LWP the library did not make, e.g. a raw clone(2) thread that
+    /// shares another thread's TLS, and so its thread pointer and handle.
+    std::optional<target_addr> own_record_of(tid_t lwp);
     /// The LWP that runs a handle's thread (thread_handle::lwp), 0 when none
     /// does or it is unknown.
     tid_t lwp_of(target_addr handle);

@@ -410,8 +410,9 @@ void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<sessio
     if (auto death = watch_.at_exit_stop(ev.tid, silent))
         out.push_back(session_event{session_event::kind::message, std::move(*death), 0, {}});
     // Put the record back as we found it before the thread library caches it
-    // for the next thread.
-    if (auto tp = target_.handle_of(ev.tid))
+    // for the next thread; only the thread's own record (a raw clone thread
+    // that shares the creator's TLS must not reset the creator's flag).
+    if (auto tp = target_.own_record_of(ev.tid))
         changes_.restore()->restore_exiting(*tp);
     target_.process().resume(ev.tid);
 }

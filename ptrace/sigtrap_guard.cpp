@@ -1,0 +1,57 @@
+#include "ptrace/sigtrap_guard.hpp"
+
+#include <csignal>
+#include <fcntl.h>
+
+#include <fmt/format.h>
+
+#include "base/log.hpp"
+#include "ptrace/procfs.hpp"
+#include "ptrace/ptrace_call.hpp"
+
+namespace tdctl::ptrace {
+
+namespace {
+
+constexpr std::uint64_t sigtrap_bit = std::uint64_t{1} << (SIGTRAP - 1);
+
+// The kernel's sigset for PTRACE_GET/SETSIGMASK: 8 bytes on x86-64.
+void* mask_size() { return reinterpret_cast<void*>(sizeof(std::uint64_t)); }
+
+}  // namespace
+
+bool sigtrap_guard::program_handles_sigtrap()
+{
+    if (!status_fd_.is_open())
+        status_fd_.reset(::open(fmt::format("/proc/{}/status", pid_).c_str(), O_RDONLY | O_CLOEXEC));
+    auto text = status_fd_.is_open() ? procfs::read_fd(status_fd_.get(), procfs::proc_records::one) : std::nullopt;
+    if (!text)
+        return true;  // cannot tell: guard anyway
+    procfs::status_info st = procfs::parse_status(*text);
+    return ((st.signals_caught | st.signals_ignored) & sigtrap_bit) != 0;
+}
+
+void sigtrap_guard::open_window(task& parent)
+{
+    if (parent.mask_before_trap || !program_handles_sigtrap())
+        return;
+    std::uint64_t mask = 0;
+    if (ptrace_call(PTRACE_GETSIGMASK, parent.tid(), mask_size(), &mask) != 0 || (mask & sigtrap_bit) == 0)
+        return;
+    std::uint64_t open = mask & ~sigtrap_bit;
+    if (ptrace_call(PTRACE_SETSIGMASK, parent.tid(), mask_size(), &open) != 0)
+        return;
+    parent.mask_before_trap = mask;
+    log::debug("task {}: SIGTRAP unblocked until its trap (the program handles SIGTRAP)", parent.tid().value);
+}
+
+void sigtrap_guard::put_back(task& t)
+{
+    if (!t.mask_before_trap)
+        return;
+    std::uint64_t mask = *t.mask_before_trap;
+    t.mask_before_trap.reset();
+    ptrace_call(PTRACE_SETSIGMASK, t.tid(), mask_size(), &mask);
+}
+
+}  // namespace tdctl::ptrace
