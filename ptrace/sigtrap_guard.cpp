@@ -1,6 +1,8 @@
 #include "ptrace/sigtrap_guard.hpp"
 
 #include <csignal>
+#include <cstdlib>
+#include <string_view>
 #include <fcntl.h>
 
 #include <fmt/format.h>
@@ -18,6 +20,16 @@ constexpr std::uint64_t sigtrap_bit = std::uint64_t{1} << (SIGTRAP - 1);
 // The kernel's sigset for PTRACE_GET/SETSIGMASK: 8 bytes on x86-64.
 void* mask_size() { return reinterpret_cast<void*>(sizeof(std::uint64_t)); }
 
+// The hex mask after `label` in /proc/PID/status text; all ones when the
+// line is missing (then SIGTRAP counts as handled: guarded).
+std::uint64_t mask_field(std::string_view text, std::string_view label)
+{
+    std::size_t at = text.find(label);
+    if (at == std::string_view::npos)
+        return ~std::uint64_t{0};
+    return std::strtoull(text.data() + at + label.size(), nullptr, 16);
+}
+
 }  // namespace
 
 bool sigtrap_guard::program_handles_sigtrap()
@@ -27,8 +39,7 @@ bool sigtrap_guard::program_handles_sigtrap()
     auto text = status_fd_.is_open() ? procfs::read_fd(status_fd_.get(), procfs::proc_records::one) : std::nullopt;
     if (!text)
         return true;  // cannot tell: guard anyway
-    procfs::status_info st = procfs::parse_status(*text);
-    return ((st.signals_caught | st.signals_ignored) & sigtrap_bit) != 0;
+    return ((mask_field(*text, "\nSigCgt:") | mask_field(*text, "\nSigIgn:")) & sigtrap_bit) != 0;
 }
 
 void sigtrap_guard::open_window(task& parent)

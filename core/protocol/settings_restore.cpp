@@ -36,6 +36,11 @@ void settings_restore::restore_exiting(target_addr handle)
     journal_.settle(event_mask(handle), false);
 }
 
+bool settings_restore::has_active_change(target_addr handle) const
+{
+    return journal_.is_active(enable_flag(handle)) || journal_.is_active(event_mask(handle));
+}
+
 bool settings_restore::restore_originals()
 {
     bool changed = journal_.has_active(setting_kinds);

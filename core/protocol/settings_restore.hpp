@@ -33,6 +33,9 @@ public:
     /// (the record may serve the next thread), and the changes to the record
     /// are over.
     void restore_exiting(target_addr handle);
+    /// Whether tdctl's change to `handle`'s record (its flag or mask) is
+    /// still active: what restore_exiting() would put back. No system call.
+    bool has_active_change(target_addr handle) const;
     /// Puts back the originals of the global mask, the initial-report flag
     /// and every record's flag and mask the session changed, where the bytes
     /// and the record's guard allow. Returns whether anything had been changed.

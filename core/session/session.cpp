@@ -412,7 +412,8 @@ void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<sessio
     // Put the record back as we found it before the thread library caches it
     // for the next thread; only the thread's own record (a raw clone thread
     // that shares the creator's TLS must not reset the creator's flag).
-    if (auto tp = target_.own_record_of(ev.tid))
+    if (auto tp = target_.handle_of(ev.tid);
+        tp && changes_.restore()->has_active_change(*tp) && target_.own_record_of(ev.tid))
         changes_.restore()->restore_exiting(*tp);
     target_.process().resume(ev.tid);
 }
