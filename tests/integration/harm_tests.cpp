@@ -70,20 +70,10 @@ std::optional<std::size_t> kernel_int3_traps(const std::string& comm)
     return n;
 }
 
-/// Tasks of pid that are still traced (TracerPid != 0) or in a tracing stop
-/// ('t'), as "TID: why" lines; empty when the process is free of tracers.
+/// Tasks of pid that are still traced or in a tracing stop ('t').
 std::string traced_leftovers(pid_t pid)
 {
-    std::string out;
-    for (pid_t tid : task_tids(pid)) {
-        auto status = read_text_file(fmt::format("/proc/{}/task/{}/status", pid, tid)).value_or("");
-        auto at = status.find("TracerPid:");
-        long tracer = at == std::string::npos ? 0 : std::strtol(status.c_str() + at + 10, nullptr, 10);
-        auto state = task_state(pid, tid).value_or('?');
-        if (tracer != 0 || state == 't')
-            out += fmt::format("{}: tracer {} state {}\n", tid, tracer, state);
-    }
-    return out;
+    return traced_tasks(pid, "t");
 }
 
 /// The state tdctl changes in an nptl target and must put back: both

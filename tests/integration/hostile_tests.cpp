@@ -83,21 +83,11 @@ void check_launched(const std::string& program, const std::string& mode)
     CHECK(run.of_type("exit").size() == 1);
 }
 
-// Tasks of pid still traced (TracerPid) or stopped ('t' tracing stop, 'T'
-// stopped: a tracer that goes away leaves a task in a group stop stopped),
-// one "TID: ..." line each; empty when none is.
+// Tasks of pid still traced or stopped ('t' tracing stop, 'T' stopped: a
+// tracer that goes away leaves a task in a group stop stopped).
 std::string traced_or_stopped(pid_t pid)
 {
-    std::string out;
-    for (pid_t tid : task_tids(pid)) {
-        auto status = read_text_file(fmt::format("/proc/{}/task/{}/status", pid, tid)).value_or("");
-        auto at = status.find("TracerPid:");
-        long tracer = at == std::string::npos ? 0 : std::strtol(status.c_str() + at + 10, nullptr, 10);
-        char state = task_state(pid, tid).value_or('?');
-        if (tracer != 0 || state == 't' || state == 'T')
-            out += fmt::format("{}: tracer {} state {}\n", tid, tracer, state);
-    }
-    return out;
+    return traced_tasks(pid, "tT");
 }
 
 // The target started gated; `tdctl --json -p PID -e 'watch --for 1' -e

@@ -568,4 +568,18 @@ std::map<pid_t, char> task_states(pid_t pid)
     return states;
 }
 
+std::string traced_tasks(pid_t pid, std::string_view states)
+{
+    std::string out;
+    for (pid_t tid : task_tids(pid)) {
+        auto status = read_text_file(fmt::format("/proc/{}/task/{}/status", pid, tid)).value_or("");
+        auto at = status.find("TracerPid:");
+        long tracer = at == std::string::npos ? 0 : std::strtol(status.c_str() + at + 10, nullptr, 10);
+        char state = task_state(pid, tid).value_or('?');
+        if (tracer != 0 || states.find(state) != std::string_view::npos)
+            out += fmt::format("{}: tracer {} state {}\n", tid, tracer, state);
+    }
+    return out;
+}
+
 }  // namespace tdctl::itest

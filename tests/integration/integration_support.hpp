@@ -211,4 +211,9 @@ std::set<pid_t> live_tids(pid_t pid);
 /// The state letter of every task of pid (TID -> state).
 std::map<pid_t, char> task_states(pid_t pid);
 
+/// Tasks of pid still traced (TracerPid != 0) or in one of `states` (e.g.
+/// "t": a tracing stop; "tT": also a group stop a tracer that went away
+/// left), one "TID: tracer N state S" line each; empty when none is.
+std::string traced_tasks(pid_t pid, std::string_view states);
+
 }  // namespace tdctl::itest
