@@ -88,7 +88,7 @@ void task_stopper::take_stops_of(std::vector<tid_t>& pending, bool peek)
         if (t == nullptr || !is_running(t->state()))
             return true;
         // At detach most tasks sit in their stop by now: read it without a
-        // waitpid() (see peek_stops_).
+        // waitpid() (traced_process::begin_detach()).
         taken_status taken;
         std::optional<wait_status> peeked;
         if (peek)

@@ -115,7 +115,7 @@ std::optional<wait_status> task_births::wait_first_stop(tid_t child, bool peek)
         return ws;
     }
     // During detach's stop-all the child has usually reached its first stop
-    // already: read it without a waitpid() (see peek_stops_).
+    // already: read it without a waitpid() (traced_process::begin_detach()).
     if (peek)
         if (auto peeked = peek_stop(child))
             return peeked;
