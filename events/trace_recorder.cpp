@@ -120,7 +120,7 @@ std::size_t trace_recorder::begin_lifetime(pid_t tid, std::string name, std::uin
     l.start = how;
     add_mark(l, trace_mark{trace_mark::kind::begin, ts, "thread", std::move(args), 0, 0, std::nullopt});
     model_.lifetimes.push_back(std::move(l));
-    open_[tid] = open_state{model_.lifetimes.size() - 1, std::nullopt, std::nullopt};
+    open_[tid] = open_state{model_.lifetimes.size() - 1, std::nullopt, std::nullopt, std::nullopt};
     return model_.lifetimes.size() - 1;
 }
 
