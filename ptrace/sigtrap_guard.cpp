@@ -44,10 +44,17 @@ bool sigtrap_guard::program_handles_sigtrap()
 
 void sigtrap_guard::open_window(task& parent)
 {
-    if (parent.mask_before_trap || !program_handles_sigtrap())
+    if (!program_handles_sigtrap())
         return;
     std::uint64_t mask = 0;
-    if (ptrace_call(PTRACE_GETSIGMASK, parent.tid(), mask_size(), &mask) != 0 || (mask & sigtrap_bit) == 0)
+    if (ptrace_call(PTRACE_GETSIGMASK, parent.tid(), mask_size(), &mask) != 0)
+        return;
+    // Still the mask this guard set at an earlier clone (no pthread_create
+    // restored its own since): that window is still open.
+    if (parent.mask_before_trap && mask == (*parent.mask_before_trap & ~sigtrap_bit))
+        return;
+    parent.mask_before_trap.reset();
+    if ((mask & sigtrap_bit) == 0)
         return;
     std::uint64_t open = mask & ~sigtrap_bit;
     if (ptrace_call(PTRACE_SETSIGMASK, parent.tid(), mask_size(), &open) != 0)
@@ -60,8 +67,15 @@ void sigtrap_guard::put_back(task& t)
 {
     if (!t.mask_before_trap)
         return;
-    std::uint64_t mask = *t.mask_before_trap;
+    const std::uint64_t saved = *t.mask_before_trap;
     t.mask_before_trap.reset();
+    // Only while the mask is still the one set here: a creator that did not
+    // trap (its reporting off, or no create site) has had its own mask put
+    // back by pthread_create since, and that one stays.
+    std::uint64_t now = 0;
+    if (ptrace_call(PTRACE_GETSIGMASK, t.tid(), mask_size(), &now) != 0 || now != (saved & ~sigtrap_bit))
+        return;
+    std::uint64_t mask = saved;
     ptrace_call(PTRACE_SETSIGMASK, t.tid(), mask_size(), &mask);
 }
 

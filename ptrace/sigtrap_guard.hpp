@@ -12,8 +12,9 @@
 // SIGTRAP is unblocked in the creator (PTRACE_SETSIGMASK); its trap then
 // leaves the action alone, and the mask is put back at that trap, before
 // the creator runs on (glibc restores its own saved mask after the report
-// in any case). A creator that does not trap before detach gets its mask
-// back at detach.
+// in any case). A creator that does not trap (its reporting is off) gets
+// its own mask back from pthread_create; a mask this guard set and nobody
+// changed since is put back at detach.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +37,9 @@ public:
     /// catches or ignores SIGTRAP, keeping its mask for put_back().
     void open_window(task& parent);
     /// At a stop of t (its trap, or detach): puts back the mask
-    /// open_window() changed, if it did. No-op otherwise.
+    /// open_window() changed, if it is still the one open_window() set (a
+    /// creator that did not trap has its own back from pthread_create, and
+    /// keeps it). No-op otherwise.
     void put_back(task& t);
     /// After an exec: /proc/PID/status is the new image's.
     void reopen() { status_fd_.reset(); }

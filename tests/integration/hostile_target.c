@@ -33,6 +33,9 @@
  *                 3 times while a third creates 20 threads one by one
  *   int3          the same, but the traps are int3 instructions in the
  *                 program's own code (x86-64 only; elsewhere: raise)
+ *   sigtrap-churn a SIGTRAP handler; main creates and joins a thread every
+ *                 10 ms for 3 s (its signal mask is all blocked only inside
+ *                 each pthread_create), then raises SIGTRAP once
  *   sigtrap-default raise(SIGTRAP) with no handler: killed by SIGTRAP (no
  *                 core file: RLIMIT_CORE is set to 0)
  *   setname       threads renamed by themselves and by main with
@@ -459,6 +462,25 @@ static int sigtrap_mode(void)
     return 0;
 }
 
+static int sigtrap_churn_mode(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = count_trap;
+    if (sigaction(SIGTRAP, &sa, NULL) != 0)
+        fail("sigaction");
+    for (int i = 0; i < 300; ++i) {
+        join(start(nothing, NULL));
+        struct timespec pause_ms = {0, 10 * 1000 * 1000};
+        nanosleep(&pause_ms, NULL);
+    }
+    trap();
+    say("SIGTRAP handled %d times", atomic_load(&traps));
+    say("created 300");
+    gate("held");
+    return 0;
+}
+
 static int sigtrap_default_mode(void)
 {
     struct rlimit none = {0, 0};
@@ -608,6 +630,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "sigtrap-default") == 0)
         return sigtrap_default_mode();
+    if (strcmp(mode, "sigtrap-churn") == 0)
+        return sigtrap_churn_mode();
     if (strcmp(mode, "setname") == 0)
         return setname_mode();
 #ifndef HOSTILE_TARGET_STATIC

@@ -213,6 +213,45 @@ TEST_SUITE("programs that break debuggers")
     {
         check_attached("int3");
     }
+    // Regression: the SIGTRAP guard kept a creator's mask for its trap; with
+    // only TD_DEATH armed the creator never traps at its creation, and the
+    // detach "put back" that stale mask (every signal blocked) over the one
+    // pthread_create had restored: main blocked every signal for good.
+    TEST_CASE("sigtrap-churn: attached with only deaths watched, main's signal mask is its own after detach")
+    {
+        require_attach();
+        auto target = child_process::spawn({HOSTILE_TARGET, "--gated", "sigtrap-churn"});
+        REQUIRE(target.require_line(10s) == "ready");
+        const pid_t pid = target.pid();
+        const auto mask_of_main = [pid] {
+            auto status = read_text_file(fmt::format("/proc/{}/task/{}/status", pid, pid)).value_or("");
+            auto at = status.find("SigBlk:");
+            return at == std::string::npos ? ~0ull : std::strtoull(status.c_str() + at + 7, nullptr, 16);
+        };
+        const auto before = mask_of_main();
+        auto tdctl = child_process::spawn({tdctl_path(), "--json", "-p", std::to_string(pid), "-e",
+                                           "watch death --for 0.5", "-e", "detach"});
+        const auto first = tdctl.require_line(20s);
+        REQUIRE_MESSAGE(json::parse(first, nullptr, false).value("type", "") == "attached", first);
+        REQUIRE(target.write_stdin("go\n"));
+        auto tdctl_status = tdctl.wait_exit(run_bound);
+        REQUIRE_MESSAGE(tdctl_status.has_value(), "tdctl hung; stderr: ", tdctl.stderr_text());
+        CHECK(tdctl_status->is_success());
+        // Inside each pthread_create main blocks every signal for a moment;
+        // between them (sleeping) its mask is the one it had.
+        CHECK_MESSAGE(wait_until([&] { return mask_of_main() == before; }, 2s), "main's SigBlk after the detach: ",
+                      fmt::format("{:#x}", mask_of_main()), ", before: ", fmt::format("{:#x}", before));
+        for (;;) {
+            auto line = target.read_line(20s);
+            REQUIRE_MESSAGE(line.has_value(), "the target never reached its last gate; stdout: ", target.stdout_text());
+            if (*line == "held")
+                break;
+        }
+        REQUIRE(target.write_stdin("end\n"));
+        CHECK(target.require_exit(10s).is_success());
+        CHECK(target.stdout_text().find("SIGTRAP handled 1 times") != std::string::npos);
+    }
+
     TEST_CASE("sigtrap-default: raise(SIGTRAP) with no handler kills the target; launched")
     {
         check_launched(HOSTILE_TARGET, "sigtrap-default");
