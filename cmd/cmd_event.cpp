@@ -85,7 +85,7 @@ command_status event_addr(command_context& c, const words& w, const std::string&
         any_address = true;
         rec.address = addr->address.value;
         rec.symbol = addr->symbol;
-        if (const auto* site = c.session().target().process().site_at(addr->address))
+        if (const auto* site = c.session().target().process().sites().at(addr->address))
             rec.step_over = ptrace::step_over_name(site->kind());
         c.out.print(rec);
     }

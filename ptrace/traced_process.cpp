@@ -12,6 +12,7 @@
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "ptrace/attach_diagnosis.hpp"
+#include "ptrace/breakpoints.hpp"
 #include "ptrace/procfs.hpp"
 #include "ptrace/ptrace_call.hpp"
 #include "ptrace/site_hits.hpp"
@@ -105,6 +106,7 @@ void traced_process::open_memory()
     stop_router& router = *this;
     stepper_ = std::make_unique<stepper>(pid_, tasks_, sites_, *memory_, *waiter_, queue_, router);
     stopper_ = std::make_unique<task_stopper>(pid_, tasks_, *waiter_, *memory_, router);
+    breakpoints_ = std::make_unique<ptrace::breakpoints>(sites_, *memory_, *journal_, *stepper_);
 }
 
 void traced_process::mark_process_gone(int raw_status)
@@ -182,7 +184,7 @@ std::unique_ptr<traced_process> traced_process::launch(const launch_options& opt
 
 void traced_process::run_to(target_addr where, const char* what)
 {
-    add_breakpoint(where, 0);
+    breakpoints_->add(where, 0);
     tid_t leader{pid_};
     task& lt = *tasks_.find(leader);
     lt.needs_owner = false;
@@ -227,46 +229,6 @@ void traced_process::run_to(target_addr where, const char* what)
     run_to_reached_ = where;
     stop_all();
     hold_depth_ += saved_depth;  // one hold more than before the call
-}
-
-const breakpoint_site& traced_process::add_breakpoint(target_addr addr, std::uint64_t function_size)
-{
-    return sites_.add_breakpoint(addr, function_size, *memory_, *journal_);
-}
-
-void traced_process::remove_breakpoint(target_addr addr)
-{
-    breakpoint_site* site = sites_.drop_reason(addr);
-    if (site == nullptr)
-        return;
-    stepper_->clear_threads_from(*site);
-    if (!gone_)
-        site->remove(*journal_);
-    sites_.erase(addr);
-}
-
-void traced_process::withdraw_sites()
-{
-    stepper_->park_trap_stops();
-    for (target_addr addr : sites_.addresses()) {
-        breakpoint_site* site = sites_.inserted_at(addr);
-        if (site == nullptr)
-            continue;
-        stepper_->clear_threads_from(*site);
-        if (!gone_ && !site->remove(*journal_))
-            log::warning("could not put back the code at {}", addr);
-        sites_.mark_withdrawn(addr);
-    }
-}
-
-void traced_process::reinsert_withdrawn_sites()
-{
-    sites_.reinsert_withdrawn(*memory_, *journal_, !gone_);
-}
-
-const breakpoint_site& traced_process::add_signal_site(target_addr addr, stop_flag flag)
-{
-    return sites_.add_signal_site(addr, flag, *memory_, *journal_);
 }
 
 std::optional<stop_event> traced_process::take_queued()

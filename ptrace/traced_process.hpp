@@ -19,6 +19,7 @@
 #include "base/types.hpp"
 #include "base/unique_fd.hpp"
 #include "ptrace/breakpoint_site.hpp"
+#include "ptrace/breakpoints.hpp"
 #include "ptrace/process_memory.hpp"
 #include "ptrace/registers_x86_64.hpp"
 #include "ptrace/seize.hpp"
@@ -75,31 +76,10 @@ public:
     task_table& tasks() { return tasks_; }
     const task_table& tasks() const { return tasks_; }
 
-    /// Inserts (or adds a reason to) the site at addr; `function_size` (st_size
-    /// of the function there, bytes) lets a one-byte `ret` use resume-in-place.
-    /// Throws tdctl::error if the code cannot be read or written.
-    const breakpoint_site& add_breakpoint(target_addr addr, std::uint64_t function_size);
-    /// Inserts (or adds a reason to) a signal-stop site for the reporting
-    /// function at addr (breakpoint_site's stop_flag). Stops of that signal
-    /// are recognised once set_report_signal() named it.
-    const breakpoint_site& add_signal_site(target_addr addr, stop_flag flag);
-    /// The signal reporting code raises to stop for tdctl, the pc its
-    /// signal-delivery-stop has (libtdagent.so's __tdagent_report_stopped),
-    /// where r8 holds the reporting function and r9 its first argument, and
-    /// the si_value (SI_QUEUE) that tells it from the same signal sent by
-    /// anyone else. Such a stop is a hit of that function's site, resumed
-    /// without the signal; one whose site is gone is dropped the same way.
-    /// Signal 0 turns this off.
-    void set_report_signal(int signo, target_addr stopped_pc, target_addr value)
-    {
-        sites_.set_report_signal({signo, stopped_pc, value});
-    }
-    /// The signal set_report_signal() named (0: none; cleared by an exec).
-    int report_signal() const { return sites_.report_signal().signo; }
-    /// Drops one reason; the last one removes the site. Must be called with
-    /// every task stopped (hold) so no thread is between trap and report.
-    void remove_breakpoint(target_addr addr);
-    const breakpoint_site* site_at(target_addr addr) const { return sites_.find(addr); }
+    /// The breakpoints the owner plants (ptrace/breakpoints.hpp); once the
+    /// process is ours (attach() and launch() return it so).
+    ptrace::breakpoints& sites() { return *breakpoints_; }
+    const ptrace::breakpoints& sites() const { return *breakpoints_; }
 
     /// Next stop the owner must handle: queued ones first, then from the
     /// wait (waiter::wait_any: one blocking waitpid() per status) for at
@@ -130,17 +110,6 @@ public:
     /// Some hold (stop_all) is in force: every thread is stopped.
     bool is_holding() const override { return hold_depth_ > 0; }
 
-    /// For a hold that may last (a `stop` hit or an `interrupt` the user
-    /// looks at): moves every task out of a SIGTRAP stop of ours
-    /// (park_trap_stops), then puts every site's original bytes back through
-    /// the journal (threads on a patch's `ret` are moved past it first),
-    /// keeping the sites and their reasons. Were the tracer to die now, the
-    /// threads it lets go would carry no SIGTRAP and meet no trap byte. Call
-    /// with every task stopped.
-    void withdraw_sites();
-    /// Writes the withdrawn sites' patches again (journaled first); before
-    /// the hold ends. Throws tdctl::error if the code cannot be written.
-    void reinsert_withdrawn_sites();
 
     /// Puts back every site's bytes (finishing any thread's trap first) and
     /// detaches every task, leaving group-stopped tasks stopped.
@@ -231,6 +200,7 @@ private:
     std::deque<stop_event> queue_;
     std::unique_ptr<stepper> stepper_;        // with memory_ (open_memory)
     std::unique_ptr<task_stopper> stopper_;   // with memory_ (open_memory)
+    std::unique_ptr<ptrace::breakpoints> breakpoints_;  // with memory_ (open_memory)
     wait_end last_wait_ = wait_end::status;
     int hold_depth_ = 0;
     int cancel_fd_ = -1;   // readable: give up waiting (attach only)

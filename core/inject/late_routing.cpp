@@ -55,7 +55,7 @@ late_routing::late_routing(ptrace::traced_process& process, const symbols::modul
                 k.slots = r.slots;
         known_[m.l_addr.value] = std::move(k);
     }
-    process_.add_breakpoint(rv_.r_brk, rv_.r_brk_size);
+    process_.sites().add(rv_.r_brk, rv_.r_brk_size);
     planted_ = true;
 }
 
@@ -147,7 +147,7 @@ void late_routing::forget_unloaded(const std::vector<link_map_entry>& list, std:
         // already; the journal's byte check covers one that did not.
         if (it->second.init_site) {
             process_.stop_all();
-            process_.remove_breakpoint(*it->second.init_site);
+            process_.sites().remove(*it->second.init_site);
             process_.release_all();
         }
         it = pending_.erase(it);
@@ -159,7 +159,7 @@ void late_routing::add_pending(const link_map_entry& module)
     pending_module p{module, read_init_function(process_.memory(), module)};
     if (p.init_site) {
         try {
-            process_.add_breakpoint(*p.init_site, 0);
+            process_.sites().add(*p.init_site, 0);
         } catch (const std::exception& e) {
             log::warning("{}: no breakpoint at its DT_INIT ({}); routed at the loader's next notification",
                          module.name, e.what());
@@ -214,7 +214,7 @@ void late_routing::remove_init_sites()
             process_.stop_all();
             held = true;
         }
-        process_.remove_breakpoint(*p.init_site);
+        process_.sites().remove(*p.init_site);
         p.init_site.reset();
     }
     if (held)
@@ -226,7 +226,7 @@ void late_routing::stop()
     if (!planted_)
         return;
     remove_init_sites();
-    process_.remove_breakpoint(rv_.r_brk);
+    process_.sites().remove(rv_.r_brk);
     planted_ = false;
 }
 

@@ -159,9 +159,9 @@ td_status event_watch::plant(const std::vector<td_event_e>& events)
     for (td_event_e e : events) {
         auto addr = *agent->reporting_address_of(e);
         if (signo != 0 && !addr.stop_flag.is_null())
-            process.add_signal_site(addr.address, ptrace::stop_flag{addr.stop_flag, signo});
+            process.sites().add_signal_site(addr.address, ptrace::stop_flag{addr.stop_flag, signo});
         else
-            process.add_breakpoint(addr.address, addr.function_size);
+            process.sites().add(addr.address, addr.function_size);
         site_events_[addr.address] = e;
     }
     return {};
@@ -170,8 +170,8 @@ td_status event_watch::plant(const std::vector<td_event_e>& events)
 int event_watch::report_signal()
 {
     auto& process = target_.process();
-    if (process.report_signal() != 0)
-        return process.report_signal();
+    if (process.sites().report_signal() != 0)
+        return process.sites().report_signal();
     const protocol_layout& layout = target_.agent()->layout();
     if (layout.report_stopped_pc.is_null())
         return 0;
@@ -188,7 +188,7 @@ int event_watch::report_signal()
         std::uint64_t bit = std::uint64_t{1} << (signo - 1);
         if ((status->signals_caught | status->signals_blocked) & bit)
             continue;
-        process.set_report_signal(signo, layout.report_stopped_pc, layout.stop_flags);
+        process.sites().set_report_signal(signo, layout.report_stopped_pc, layout.stop_flags);
         log::debug("reports stop with signal {} ({})", signo, sigabbrev_np(signo));
         return signo;
     }
@@ -206,8 +206,8 @@ void event_watch::remove_sites(const std::vector<td_event_e>& events)
         births_.enable_pending(mode());
     for (td_event_e e : events) {
         if (auto addr = agent->reporting_address_of(e)) {
-            process.remove_breakpoint(addr->address);
-            if (!process.site_at(addr->address))
+            process.sites().remove(addr->address);
+            if (!process.sites().at(addr->address))
                 site_events_.erase(addr->address);
         }
     }

@@ -69,7 +69,7 @@ std::unique_ptr<session> session::launch(const ptrace::launch_options& opts)
         s->follow_loader();
     // Launched targets stay held at the entry point until the first command
     // (watch, continue) runs them; no user code has run yet.
-    s->target_.process().withdraw_sites();
+    s->target_.process().sites().withdraw_all();
     s->held_ = true;
     return s;
 }
@@ -186,7 +186,7 @@ void session::interrupt()
         lingering_ = false;  // stopped already: the hold takes that stop over
     else
         target_.process().stop_all();
-    target_.process().withdraw_sites();
+    target_.process().sites().withdraw_all();
     held_ = true;
     stacks_.target_ran();
 }
@@ -199,7 +199,7 @@ void session::release_lingering()
     if (!is_alive())
         return;
     log::debug("the threads run again (no command works on them stopped)");
-    target_.process().reinsert_withdrawn_sites();
+    target_.process().sites().reinsert_withdrawn();
     target_.process().release_all();
 }
 
@@ -223,7 +223,7 @@ void session::resume()
         return;
     held_ = false;
     auto& process = target_.process();
-    process.reinsert_withdrawn_sites();
+    process.sites().reinsert_withdrawn();
     if (stopped_reporter_.value != 0) {
         tid_t reporter = std::exchange(stopped_reporter_, tid_t{});
         // One-shot: the `stop` breakpoints go before the reporter steps on.
@@ -371,7 +371,7 @@ void session::hold_at_stop(td_event_e event, const ptrace::stop_event& ev, std::
     // The seed's flow by hand: hold everything, leave the buffer unread.
     auto& process = target_.process();
     process.stop_all();
-    process.withdraw_sites();
+    process.sites().withdraw_all();
     held_ = true;
     stopped_reporter_ = ev.tid;
     session_event se;

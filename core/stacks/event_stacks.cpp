@@ -26,9 +26,9 @@ std::expected<std::vector<stack_frame>, std::string> event_stacks::stack_of(tid_
     start.regs = regs->raw();
     // The trap byte is a site's first: one past it, the LWP has not run the
     // reporting function's `ret` yet.
-    if (target_addr site = regs->pc() - ptrace::breakpoint_pc_adjust; process.site_at(site) != nullptr) {
+    if (target_addr site = regs->pc() - ptrace::breakpoint_pc_adjust; process.sites().at(site) != nullptr) {
         start.report_site = site;
-    } else if (process.site_at(t->returned_from_site()) != nullptr) {
+    } else if (process.sites().at(t->returned_from_site()) != nullptr) {
         start.report_site = t->returned_from_site();
         start.returned = true;
     }

@@ -871,7 +871,7 @@ TEST_SUITE("do no harm")
 
     // A signal to tdctl in the middle of a watch while the target keeps
     // creating threads: tdctl sometimes never exits. Seen stuck in
-    // remove_breakpoint -> finish_step_over -> consume_owed_sigtrap ->
+    // breakpoints::remove -> finish_step_over -> consume_owed_sigtrap ->
     // waiter::wait_for(tid): a blocking waitpid on a thread that was only
     // resumed in place (pc one past a `cc c3` site) and owes no SIGTRAP, so
     // it runs on and never stops again.
