@@ -97,6 +97,10 @@ STUB(int, pthread_cond_wait, (pthread_cond_t * a, pthread_mutex_t *b), (a, b))
 STUB(int, pthread_cond_timedwait, (pthread_cond_t * a, pthread_mutex_t *b, const struct timespec *c), (a, b, c))
 STUB(int, pthread_cond_clockwait, (pthread_cond_t * a, pthread_mutex_t *b, clockid_t c, const struct timespec *d),
      (a, b, c, d))
+STUB(int, sem_init, (sem_t * a, int b, unsigned c), (a, b, c))
+STUB(int, sem_destroy, (sem_t * a), (a))
+STUB(int, sem_post, (sem_t * a), (a))
+STUB(int, sem_getvalue, (sem_t * a, int *b), (a, b))
 STUB(int, sem_wait, (sem_t * a), (a))
 STUB(int, sem_trywait, (sem_t * a), (a))
 STUB(int, sem_timedwait, (sem_t * a, const struct timespec *b), (a, b))
@@ -137,6 +141,10 @@ struct tdagent_real tdagent_real = {
     .pthread_cond_wait = stub_pthread_cond_wait,
     .pthread_cond_timedwait = stub_pthread_cond_timedwait,
     .pthread_cond_clockwait = stub_pthread_cond_clockwait,
+    .sem_init = stub_sem_init,
+    .sem_destroy = stub_sem_destroy,
+    .sem_post = stub_sem_post,
+    .sem_getvalue = stub_sem_getvalue,
     .sem_wait = stub_sem_wait,
     .sem_trywait = stub_sem_trywait,
     .sem_timedwait = stub_sem_timedwait,
@@ -195,6 +203,10 @@ void tdagent_resolve_real(void)
     RESOLVE(pthread_cond_wait, "GLIBC_2.3.2", NULL);
     RESOLVE(pthread_cond_timedwait, "GLIBC_2.3.2", NULL);
     RESOLVE(pthread_cond_clockwait, NULL, missing_cond_clock);
+    RESOLVE(sem_init, NULL, NULL);
+    RESOLVE(sem_destroy, NULL, NULL);
+    RESOLVE(sem_post, NULL, NULL);
+    RESOLVE(sem_getvalue, NULL, NULL);
     RESOLVE(sem_wait, NULL, NULL);
     RESOLVE(sem_trywait, NULL, NULL);
     RESOLVE(sem_timedwait, NULL, NULL);

@@ -274,7 +274,18 @@ TDAGENT_EXPORT int pthread_cond_clockwait(pthread_cond_t *cv, pthread_mutex_t *m
     return finish_timed_cond_wait(self, cv, tdagent_real.pthread_cond_clockwait(cv, m, clock, abstime));
 }
 
-/* ---- semaphores --------------------------------------------------------- */
+/* ---- semaphores ---------------------------------------------------------
+ * Every wait reports TD_SLEEP and TD_READY; a semaphore used as a lock
+ * (lock_semaphores.c) also reports TD_LOCK_TRY first, as a contended mutex
+ * does, and each take of one records the taker as its holder. */
+
+/* The take `r` (0: taken) of s by the calling thread; returns r. */
+static int took(sem_t *s, int r)
+{
+    if (r == 0)
+        tdagent_lock_sem_taken(s, tdagent_self);
+    return r;
+}
 
 /* 1 when the semaphore was taken without blocking; errno is preserved. */
 static int sem_try(sem_t *s)
@@ -285,51 +296,85 @@ static int sem_try(sem_t *s)
     return taken;
 }
 
-TDAGENT_EXPORT int sem_wait(sem_t *s)
+/* One body for the three blocking waits: `kind` picks the call. */
+enum sem_call { plain, timed, clocked };
+
+static int sem_forward(enum sem_call kind, sem_t *s, clockid_t clock, const struct timespec *t)
+{
+    switch (kind) {
+    case plain: return tdagent_real.sem_wait(s);
+    case timed: return tdagent_real.sem_timedwait(s, t);
+    case clocked: return tdagent_real.sem_clockwait(s, clock, t);
+    }
+    errno = EINVAL;
+    return -1;
+}
+
+static int sem_wait_reported(enum sem_call kind, sem_t *s, clockid_t clock, const struct timespec *t)
 {
     struct tdagent_thread *self = tdagent_self;
     if (!TDAGENT_UNLIKELY(self->report_events))
-        return tdagent_real.sem_wait(s);
+        return took(s, sem_forward(kind, s, clock, t));
     self = tdagent_known_self(self);
     if (sem_try(s))
-        return 0;
+        return took(s, 0);
+    if (tdagent_lock_sem_is_lock(s))
+        tdagent_report(self, self, TD_LOCK_TRY, s);
     tdagent_report(self, self, TD_SLEEP, s);
-    int r = tdagent_real.sem_wait(s);
+    int r = took(s, sem_forward(kind, s, clock, t));
     int saved = errno;
     tdagent_report(self, self, TD_READY, s);
     errno = saved;
     return r;
+}
+
+TDAGENT_EXPORT int sem_wait(sem_t *s)
+{
+    return sem_wait_reported(plain, s, 0, NULL);
 }
 
 TDAGENT_EXPORT int sem_timedwait(sem_t *s, const struct timespec *abstime)
 {
-    struct tdagent_thread *self = tdagent_self;
-    if (!TDAGENT_UNLIKELY(self->report_events))
-        return tdagent_real.sem_timedwait(s, abstime);
-    self = tdagent_known_self(self);
-    if (sem_try(s))
-        return 0;
-    tdagent_report(self, self, TD_SLEEP, s);
-    int r = tdagent_real.sem_timedwait(s, abstime);
-    int saved = errno;
-    tdagent_report(self, self, TD_READY, s);
-    errno = saved;
-    return r;
+    return sem_wait_reported(timed, s, 0, abstime);
 }
 
 TDAGENT_EXPORT int sem_clockwait(sem_t *s, clockid_t clock, const struct timespec *abstime)
 {
-    struct tdagent_thread *self = tdagent_self;
-    if (!TDAGENT_UNLIKELY(self->report_events))
-        return tdagent_real.sem_clockwait(s, clock, abstime);
-    self = tdagent_known_self(self);
-    if (sem_try(s))
-        return 0;
-    tdagent_report(self, self, TD_SLEEP, s);
-    int r = tdagent_real.sem_clockwait(s, clock, abstime);
-    int saved = errno;
-    tdagent_report(self, self, TD_READY, s);
-    errno = saved;
+    return sem_wait_reported(clocked, s, clock, abstime);
+}
+
+TDAGENT_EXPORT int sem_trywait(sem_t *s)
+{
+    return took(s, tdagent_real.sem_trywait(s));
+}
+
+TDAGENT_EXPORT int sem_init(sem_t *s, int pshared, unsigned value)
+{
+    int r = tdagent_real.sem_init(s, pshared, value);
+    if (r == 0 && value == 1 && pshared == 0)
+        tdagent_lock_sem_track(s);
+    else if (r == 0)
+        tdagent_lock_sem_forget(s);  /* initialised again, as a counter */
+    return r;
+}
+
+TDAGENT_EXPORT int sem_destroy(sem_t *s)
+{
+    tdagent_lock_sem_forget(s);
+    return tdagent_real.sem_destroy(s);
+}
+
+TDAGENT_EXPORT int sem_post(sem_t *s)
+{
+    int is_lock = tdagent_lock_sem_releasing(s);
+    int r = tdagent_real.sem_post(s);
+    if (is_lock && r == 0) {
+        /* Posted above 1: a counter, not a lock. */
+        int saved = errno, value = 0;
+        if (tdagent_real.sem_getvalue(s, &value) == 0 && value > 1)
+            tdagent_lock_sem_forget(s);
+        errno = saved;
+    }
     return r;
 }
 

@@ -114,6 +114,18 @@ extern int __tdagent_nthreads;
 /* The level last set with pthread_setconcurrency; 0 initially. */
 extern int __tdagent_concurrency;
 
+/* Semaphores used as locks (sem_init to 1, not process-shared, never posted
+ * above 1) and the TID of the last thread that took each one and has not
+ * posted it: slots of { uint64_t address (0 empty, 1 tombstone); int32_t
+ * holder (0 none); }. __tdagent_lock_sems_shape is { slots, probes, bytes
+ * per slot, offset of holder }; a lookup of address A probes that many slots
+ * from ((A >> 3) * __tdagent_lock_sems_hash) >> (64 - log2(slots)),
+ * wrapping, and ends at an empty slot. */
+extern const uint32_t __tdagent_lock_sems_shape[4];
+extern const uint64_t __tdagent_lock_sems_hash;
+/* Lock semaphores that found no slot (not tracked). */
+extern unsigned long __tdagent_lock_sems_untracked;
+
 /* Reporting functions: each a one-byte `ret` followed by int3 padding, called
  * with the record whose buffer holds the message (for TD_CREATE the new
  * thread's record, for every other event the reporting thread's own). */

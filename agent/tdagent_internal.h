@@ -129,6 +129,10 @@ struct tdagent_real {
     int (*pthread_cond_wait)(pthread_cond_t *, pthread_mutex_t *);
     int (*pthread_cond_timedwait)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
     int (*pthread_cond_clockwait)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *);
+    int (*sem_init)(sem_t *, int, unsigned);
+    int (*sem_destroy)(sem_t *);
+    int (*sem_post)(sem_t *);
+    int (*sem_getvalue)(sem_t *, int *);
     int (*sem_wait)(sem_t *);
     int (*sem_trywait)(sem_t *);
     int (*sem_timedwait)(sem_t *, const struct timespec *);
@@ -154,6 +158,19 @@ uint64_t tdagent_reporting_mask(void) TDAGENT_HIDDEN;
  * the way out (event_functions_x86_64.S). */
 void tdagent_stop_for_report(void (*function)(struct tdagent_thread *), struct tdagent_thread *subject,
                              const uint64_t *mask) TDAGENT_HIDDEN;
+
+/* ---- semaphores used as locks (lock_semaphores.c) ---------------------
+ * Lock-free; async-signal-safe. */
+/* s was initialised to 1, not process-shared: track its holder. */
+void tdagent_lock_sem_track(sem_t *s) TDAGENT_HIDDEN;
+/* s is destroyed, or is a counter after all: forget it. */
+void tdagent_lock_sem_forget(sem_t *s) TDAGENT_HIDDEN;
+/* s is a tracked lock semaphore. */
+int tdagent_lock_sem_is_lock(const sem_t *s) TDAGENT_HIDDEN;
+/* The calling thread (self) took s. */
+void tdagent_lock_sem_taken(sem_t *s, const struct tdagent_thread *self) TDAGENT_HIDDEN;
+/* s is about to be posted: no holder. Returns 1 when s is tracked. */
+int tdagent_lock_sem_releasing(sem_t *s) TDAGENT_HIDDEN;
 
 /* ---- rusage (thread_rusage.c) ------------------------------------------- */
 void tdagent_rusage_init_from_env(void) TDAGENT_HIDDEN;

@@ -75,8 +75,9 @@ std::optional<std::vector<td_event_e>> lock_watch_events(command_context& c, con
 }
 
 // The locks of the target's runtime that are not pthread locks, so that
-// `locks` cannot see them: a JVM's monitors (libjvm.so), CPython's locks
-// (semaphores; libpython, or a python executable that links it in).
+// `locks` cannot see them: a JVM's monitors (libjvm.so); CPython's locks
+// (semaphores; libpython, or a python executable that links it in) are seen
+// only when the agent was there at their sem_init (core/locks/lock_semaphores.hpp).
 std::string unseen_locks(command_context& c)
 {
     const symbols::module_set& modules = c.session().target().modules();
@@ -87,8 +88,8 @@ std::string unseen_locks(command_context& c)
     const bool python = modules.find("libpython") != nullptr ||
                         (main != nullptr && main->path().substr(main->path().rfind('/') + 1).starts_with("python"));
     if (python)
-        return "this is CPython: threading.Lock and RLock are semaphores, not pthread mutexes, and are not "
-               "counted; the GIL is";
+        return "this is CPython: a threading.Lock is a semaphore, counted as a lock (holders inferred) only when "
+               "it was made while the agent was loaded; the GIL is a mutex";
     return {};
 }
 

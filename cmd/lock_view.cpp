@@ -92,6 +92,8 @@ json_record lock_record::json() const
     rec["wait_max"] = seconds(stats.max_wait_ns);
     rec["pri_inherit"] = stats.pri_inherit;
     rec["holders"] = tid_counts(stats.holders);
+    // A semaphore has no owner: its holder is the agent's last taker.
+    rec["holders_inferred"] = stats.kind == events::lock_kind::semaphore;
     rec["waiters"] = tid_counts(stats.waiters);
     json_record sites = json_record::array();
     for (const auto& site : stats.call_sites)
@@ -108,9 +110,10 @@ std::string lock_record::text() const
     std::string out = fmt::format(
         "locks: #{} {:#x}{} {}: contentions {}, trylock failures {}, waits {}, wait total {:.3f} ms, avg {:.3f} ms, "
         "max {:.3f} ms\n"
-        "locks:    holders {}; waiters {}",
+        "locks:    holders{} {}; waiters {}",
         rank, s.address, name, events::lock_kind_name(s.kind), s.contentions, s.try_failures, s.waits, ms(s.wait_ns),
-        ms(avg_ns(s)), ms(s.max_wait_ns), tid_counts_text(s.holders), tid_counts_text(s.waiters));
+        ms(avg_ns(s)), ms(s.max_wait_ns), s.kind == events::lock_kind::semaphore ? " (inferred: last taker)" : "",
+        tid_counts_text(s.holders), tid_counts_text(s.waiters));
     for (std::size_t i = 0; i < s.call_sites.size(); ++i) {
         const auto& site = s.call_sites[i];
         out += fmt::format("\nlocks:    call site {} of {}: {}, wait {:.3f} ms", i + 1, s.call_site_count,

@@ -1,6 +1,7 @@
 // The text and JSON renderings of `deadlock`: the cycles of the wait-for
-// graph, then every mutex wait with its owner and every join with the
-// thread it waits for.
+// graph, then every mutex wait with its owner, every wait on a semaphore
+// used as a lock with its inferred holder, and every join with the thread
+// it waits for.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -30,13 +31,14 @@ std::string owner_text(const core::mutex_wait& w)
     if (w.joined)
         return fmt::format("which has not ended");
     const std::string state = owner_state(w);
-    if (state == "none")
-        return "no owner recorded (being released)";
     if (state == "died")
         return "its owner died holding it (FUTEX_OWNER_DIED)";
+    if (state == "none")
+        return w.semaphore ? "not taken by any thread now" : "no owner recorded (being released)";
     if (state == "gone")
         return fmt::format("held by {} (owner gone: not a thread of this process)", w.owner.tid);
-    return fmt::format("held by {}", w.owner_lwp->value);
+    return fmt::format("held by {}{}", w.owner_lwp->value,
+                       w.semaphore ? " (inferred: the last thread that took it and has not posted it)" : "");
 }
 
 // A PI lock the kernel refused (it saw the cycle): glibc parks the thread.
@@ -50,6 +52,8 @@ std::string mutex_text(const core::mutex_wait& w)
 {
     if (w.joined)
         return fmt::format("the end of thread {} (pthread_join)", w.joined->value);
+    if (w.semaphore)
+        return fmt::format("semaphore {:#x} ({}used as a lock)", w.mutex.value, w.symbol.empty() ? "" : w.symbol + ", ");
     return fmt::format("mutex {:#x} ({}{})", w.mutex.value, w.symbol.empty() ? "" : w.symbol + ", ", w.kind.name());
 }
 
@@ -59,7 +63,7 @@ json_record mutex_json(const core::mutex_wait& w)
         return nullptr;
     return {{"address", events::hex_addr(w.mutex.value)},
             {"symbol", w.symbol.empty() ? json_record(nullptr) : json_record(w.symbol)},
-            {"kind", w.kind.name()}};
+            {"kind", w.semaphore ? std::string("semaphore") : w.kind.name()}};
 }
 
 // The TID a join waits for, or null for a mutex wait.
@@ -72,6 +76,7 @@ json_record wait_json(const core::mutex_wait& w)
 {
     json_record rec{{"tid", w.waiter.value}, {"name", w.name}, {"mutex", mutex_json(w)},
                     {"owner", w.owner.tid},   {"owner_source", w.owner.source}, {"owner_state", owner_state(w)},
+                    {"owner_inferred", w.semaphore},
                     {"parked_after_edeadlk", w.parked_after_edeadlk}, {"restarted", w.restarted},
                     {"joins", joins_json(w)}};
     if (w.joined)
@@ -115,15 +120,23 @@ std::size_t join_count(const core::deadlock_scan& scan)
     return static_cast<std::size_t>(std::ranges::count_if(scan.waits, [](const auto& w) { return w.joined.has_value(); }));
 }
 
+std::size_t semaphore_count(const core::deadlock_scan& scan)
+{
+    return static_cast<std::size_t>(std::ranges::count_if(scan.waits, [](const auto& w) { return w.semaphore; }));
+}
+
 std::string counts_text(const core::deadlock_scan& scan)
 {
-    // Waits that are not pthread mutexes or joins (semaphores — CPython's
-    // locks are semaphores —, condition variables, rwlocks, other futexes)
-    // are counted but not looked into: a cycle through them is not seen.
+    // Waits that are not pthread mutexes, lock semaphores or joins (other
+    // semaphores, condition variables, rwlocks, other futexes) are counted
+    // but not looked into: a cycle through them is not seen.
     const std::size_t joins = join_count(scan);
-    const std::size_t mutexes = scan.waits.size() - joins;
-    return fmt::format("{} thread{} blocked on mutexes, {} in pthread_join, {} blocked on other things{}, {} running ({} thread{})",
-                       mutexes, mutexes == 1 ? "" : "s", joins, scan.blocked_other,
+    const std::size_t semaphores = semaphore_count(scan);
+    const std::size_t mutexes = scan.waits.size() - joins - semaphores;
+    return fmt::format("{} thread{} blocked on mutexes, {}{} in pthread_join, {} blocked on other things{}, {} running ({} thread{})",
+                       mutexes, mutexes == 1 ? "" : "s",
+                       semaphores != 0 ? fmt::format("{} on semaphores used as locks, ", semaphores) : std::string(),
+                       joins, scan.blocked_other,
                        scan.blocked_other != 0 ? " (semaphores, condition variables, rwlocks: not analysed)" : "",
                        scan.running, scan.threads, scan.threads == 1 ? "" : "s");
 }
@@ -144,7 +157,8 @@ json_record deadlock_record::json() const
         waits.push_back(wait_json(w));
     return {{"type", "deadlock"},          {"pid", pid},
             {"found", !scan.cycles.empty()}, {"threads", scan.threads},
-            {"mutex_waits", scan.waits.size() - join_count(scan)}, {"join_waits", join_count(scan)},
+            {"mutex_waits", scan.waits.size() - join_count(scan) - semaphore_count(scan)},
+            {"semaphore_waits", semaphore_count(scan)}, {"join_waits", join_count(scan)},
             {"blocked_other", scan.blocked_other},
             {"running", scan.running},     {"cycles", cycles},
             {"waits", waits},              {"problems", scan.problems}};

@@ -14,7 +14,9 @@
 namespace tdctl::events {
 
 /// The kind of lock a TD_LOCK_TRY / TD_SLEEP waits for (core/locks/lock_probe.hpp).
-enum class lock_kind { unknown, mutex, rwlock, spin };
+/// A semaphore is one the agent knows as a lock (initialised to 1;
+/// core/locks/lock_semaphores.hpp); its holder is inferred.
+enum class lock_kind { unknown, mutex, rwlock, spin, semaphore };
 
 /// A td_event_msg_t plus what the controller knows about it.
 struct event_message {

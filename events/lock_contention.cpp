@@ -25,6 +25,7 @@ const char* lock_kind_name(lock_kind kind)
     case lock_kind::mutex: return "mutex";
     case lock_kind::rwlock: return "rwlock";
     case lock_kind::spin: return "spin";
+    case lock_kind::semaphore: return "semaphore";
     case lock_kind::unknown: break;
     }
     return "unknown";

@@ -10,6 +10,7 @@
 
 #include "core/stacks/event_stacks.hpp"
 #include "core/session/live_target.hpp"
+#include "core/locks/lock_semaphores.hpp"
 #include "core/locks/wait_for_graph.hpp"
 
 namespace tdctl::core {
@@ -36,10 +37,12 @@ constexpr std::array<std::string_view, 14> mutex_functions = {
 };
 
 // Other objects that wait in futex: their functions' names start so.
-constexpr std::array<std::string_view, 9> other_sync_prefixes = {
-    "pthread_cond_", "__pthread_cond_", "___pthread_cond_", "__condvar_", "sem_",
-    "__new_sem_",    "pthread_barrier_", "pthread_rwlock_", "__pthread_rwlock_",
+constexpr std::array<std::string_view, 7> other_sync_prefixes = {
+    "pthread_cond_", "__pthread_cond_", "___pthread_cond_", "__condvar_",
+    "pthread_barrier_", "pthread_rwlock_", "__pthread_rwlock_",
 };
+// glibc's semaphore waits (nptl/sem_wait.c, sem_waitcommon.c) and the agent's.
+constexpr std::array<std::string_view, 2> semaphore_prefixes = {"sem_", "__new_sem_"};
 // glibc 2.36's join paths (nptl/pthread_join_common.c: __pthread_clockjoin_ex).
 constexpr std::array<std::string_view, 4> join_functions = {
     "pthread_join", "__pthread_join", "pthread_timedjoin_np", "pthread_clockjoin_np"};
@@ -54,6 +57,9 @@ wait_site classify_function(std::string_view f)
     for (std::string_view p : join_prefixes)
         if (f.starts_with(p))
             return wait_site::join;
+    for (std::string_view p : semaphore_prefixes)
+        if (f.starts_with(p))
+            return wait_site::semaphore;
     for (std::string_view p : other_sync_prefixes)
         if (f.starts_with(p))
             return wait_site::other_sync;
@@ -151,9 +157,35 @@ std::optional<mutex_wait> join_wait_of(live_target& s, tid_t lwp, const futex_ca
     return w;
 }
 
-/// The mutex or join wait of one held LWP, or std::nullopt when it is not in one.
+/// The wait of a held LWP in sem_wait on `call.word` (glibc waits on the
+/// semaphore's value, its first word on x86-64), when the agent knows that
+/// semaphore as a lock; std::nullopt otherwise.
+std::optional<mutex_wait> semaphore_wait_of(live_target& s, const std::optional<lock_semaphore_table>& table,
+                                            tid_t lwp, const futex_call& call)
+{
+    if (!table || call.restarted)
+        return std::nullopt;
+    auto holder = lock_semaphore_holder(s.memory(), *table, call.word);
+    if (!holder)
+        return std::nullopt;
+    mutex_wait w;
+    w.waiter = lwp;
+    w.name = s.thread_name(lwp);
+    w.mutex = call.word;
+    w.symbol = s.modules().describe(call.word);
+    w.semaphore = true;
+    w.owner.tid = *holder;
+    w.owner.source = "last taker";
+    if (*holder != 0)
+        w.owner_lwp = s.lwp_of_ns_tid(*holder);
+    return w;
+}
+
+/// The mutex, lock semaphore or join wait of one held LWP, or std::nullopt
+/// when it is not in one.
 std::optional<mutex_wait> mutex_wait_of(live_target& s, event_stacks& stacks, tid_t lwp, const futex_call& call, target_addr sp,
-                                        int max_frames, std::vector<std::string>& problems)
+                                        int max_frames, const std::optional<lock_semaphore_table>& semaphores,
+                                        std::vector<std::string>& problems)
 {
     auto frames = stacks.stack_of(lwp, max_frames);
     if (!frames) {
@@ -161,8 +193,8 @@ std::optional<mutex_wait> mutex_wait_of(live_target& s, event_stacks& stacks, ti
         return std::nullopt;
     }
     const wait_site site = classify_wait_frames(*frames);
-    if (site == wait_site::join) {
-        auto w = join_wait_of(s, lwp, call);
+    if (site == wait_site::join || site == wait_site::semaphore) {
+        auto w = site == wait_site::join ? join_wait_of(s, lwp, call) : semaphore_wait_of(s, semaphores, lwp, call);
         if (w)
             w->frames = std::move(*frames);
         return w;
@@ -228,13 +260,14 @@ deadlock_scan scan_for_deadlocks(live_target& s, event_stacks& stacks, int max_f
     deadlock_scan scan;
     std::vector<tid_t> lwps = s.lwps();
     std::ranges::sort(lwps);
+    const auto semaphores = find_lock_semaphores(s);
     for (tid_t lwp : lwps) {
         auto regs = ptrace::registers::read(lwp);
         if (!regs)
             continue;   // gone meanwhile
         ++scan.threads;
         if (auto call = blocked_futex_call(*regs)) {
-            if (auto w = mutex_wait_of(s, stacks, lwp, *call, regs->sp(), max_frames, scan.problems)) {
+            if (auto w = mutex_wait_of(s, stacks, lwp, *call, regs->sp(), max_frames, semaphores, scan.problems)) {
                 scan.waits.push_back(std::move(*w));
                 continue;
             }

@@ -23,7 +23,8 @@ class event_stacks;
 enum class wait_site {
     mutex_lock,   ///< a pthread_mutex_*lock path (`__lll_lock_wait`, `__pthread_mutex_lock_full`, ...)
     join,         ///< pthread_join and its timed forms: waits for a thread's end
-    other_sync,   ///< a condition variable, semaphore, barrier or rwlock
+    semaphore,    ///< sem_wait and its timed forms
+    other_sync,   ///< a condition variable, barrier or rwlock
     unknown,      ///< none of these among the first frames
 };
 
@@ -53,7 +54,8 @@ std::optional<futex_call> blocked_futex_call(const ptrace::registers& regs);
 /// The thread was blocked in some system call when it was stopped.
 bool was_blocked_in_syscall(const ptrace::registers& regs);
 
-/// One thread blocked on a mutex, or in pthread_join (`joined`).
+/// One thread blocked on a mutex, on a semaphore used as a lock
+/// (`semaphore`), or in pthread_join (`joined`).
 struct mutex_wait {
     tid_t waiter;
     std::string name;                ///< its comm
@@ -79,12 +81,17 @@ struct mutex_wait {
     /// the TID of a thread of the target whose thread pointer lies just
     /// below the word.
     std::optional<tid_t> joined;
+    /// A semaphore the agent knows as a lock (core/locks/lock_semaphores.hpp):
+    /// `mutex` is the semaphore (its futex word), `kind` is empty, and
+    /// `owner` its last taker that has not posted it — inferred, since a
+    /// semaphore has no owner (owner.source says so).
+    bool semaphore = false;
 };
 
 /// The whole picture of a held target.
 struct deadlock_scan {
     std::size_t threads = 0;           ///< LWPs looked at
-    std::vector<mutex_wait> waits;     ///< threads blocked on a mutex or in pthread_join, by TID
+    std::vector<mutex_wait> waits;     ///< threads blocked on a mutex, a lock semaphore or in pthread_join, by TID
     std::size_t blocked_other = 0;     ///< blocked in any other system call (condvars, I/O, sleeps...)
     std::size_t running = 0;           ///< not in a system call when stopped
     /// Each deadlock, as indices into `waits`: waits[c[i]]'s owner is
@@ -95,7 +102,9 @@ struct deadlock_scan {
 
 /// Examines every LWP of `s`, whose threads must all be held (cmd's
 /// target_hold). Reads registers and memory only; unwinds (at most
-/// `max_frames` frames) only the threads blocked in futex.
+/// `max_frames` frames) only the threads blocked in futex. A semaphore wait
+/// is an edge only when the agent is loaded and knows the semaphore as a
+/// lock; otherwise it counts in blocked_other.
 deadlock_scan scan_for_deadlocks(live_target& target, event_stacks& stacks, int max_frames);
 
 }  // namespace tdctl::core

@@ -18,6 +18,8 @@ events::lock_kind lock_kind_of(std::span<const events::stack_frame> frames)
             return lock_kind::mutex;
         if (fn.find("spin") != std::string_view::npos)
             return lock_kind::spin;
+        if (fn.starts_with("sem_") || fn.starts_with("__new_sem_"))
+            return lock_kind::semaphore;
     }
     return lock_kind::unknown;
 }

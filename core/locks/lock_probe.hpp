@@ -32,12 +32,15 @@ inline constexpr std::uint64_t rwlock_writer_offset = 24;
 
 /// The kind of lock a reporter waits for: the innermost frame whose function
 /// names a lock call of the agent or of the thread library ("mutex",
-/// "rwlock", "spin" in its name). unknown when no frame does (no stack).
+/// "rwlock", "spin" in its name; a name starting "sem_" or "__new_sem_":
+/// semaphore, reported as a lock only when the agent knows it as one).
+/// unknown when no frame does (no stack).
 events::lock_kind lock_kind_of(std::span<const events::stack_frame> frames);
 
 /// The TID (in the target's PID namespace) that owns the lock at `lock` of
 /// `kind`, read from its owner field: a mutex's __owner, a write-locked
-/// rwlock's __cur_writer. std::nullopt for a spin lock, an unknown kind, a
+/// rwlock's __cur_writer. std::nullopt for a spin lock, a semaphore (its
+/// holder is the agent's: core/locks/lock_semaphores.hpp), an unknown kind, a
 /// field that reads 0 (free, or held by readers only), or unreadable memory.
 /// For a PI or robust mutex the same field holds the owner (glibc keeps it
 /// there for every kind), with the FUTEX_OWNER_DIED bit cleared by the read.

@@ -74,7 +74,16 @@ void event_stacks::attach_lock_owner(events::event_message& msg)
     if (!lock_probes_ || msg.event != TD_SLEEP || msg.frames.empty())
         return;
     msg.lock = lock_kind_of(msg.frames);
-    msg.lock_owner = lock_owner_of(target_.memory(), target_addr{msg.data}, msg.lock);
+    if (msg.lock == events::lock_kind::semaphore) {
+        if (!lock_semaphores_)
+            lock_semaphores_ = find_lock_semaphores(target_);
+        auto holder = lock_semaphores_ ? lock_semaphore_holder(target_.memory(), *lock_semaphores_, target_addr{msg.data})
+                                       : std::nullopt;
+        if (holder && *holder != 0)
+            msg.lock_owner = *holder;
+    } else {
+        msg.lock_owner = lock_owner_of(target_.memory(), target_addr{msg.data}, msg.lock);
+    }
     // The kind is named by the agent's frames; the call site starts below them.
     drop_reporter_frames(msg.frames, target_.modules());
 }

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <expected>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -18,6 +19,7 @@
 
 #include "base/types.hpp"
 #include "core/stacks/backtrace.hpp"
+#include "core/locks/lock_semaphores.hpp"
 #include "core/stacks/call_site.hpp"
 #include "core/session/live_target.hpp"
 #include "events/event_message.hpp"
@@ -85,6 +87,7 @@ public:
     {
         unwinder_.reset();
         call_sites_.reset();
+        lock_semaphores_.reset();
     }
 
 private:
@@ -99,6 +102,8 @@ private:
     live_target& target_;
     std::unique_ptr<unwinder> unwinder_;
     std::unique_ptr<call_site_reader> call_sites_;
+    // The agent's lock semaphores, once found (looked for again until then).
+    std::optional<lock_semaphore_table> lock_semaphores_;
     int depth_ = 0;
     std::vector<td_event_e> only_;  // empty: every event
     bool lock_probes_ = false;

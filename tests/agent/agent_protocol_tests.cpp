@@ -733,7 +733,7 @@ TEST_CASE("other contended objects: rwlock, spin lock, timed mutex, semaphore, b
         CHECK(result == ETIMEDOUT);
         CHECK(event_list(events_of(tid, addr(&m))) == event_list(lock_sequence));
     }
-    SUBCASE("semaphore: only a wait that blocks reports")
+    SUBCASE("semaphore used as a lock (initialised to 1): only a wait that blocks reports, as a lock's does")
     {
         sem_t sem;
         sem_init(&sem, 0, 1);
@@ -749,8 +749,33 @@ TEST_CASE("other contended objects: rwlock, spin lock, timed mutex, semaphore, b
         CHECK(logged(tid, TD_SLEEP, addr(&sem)));
         sem_post(&sem);
         t.join();
-        CHECK(event_list(events_of(tid, addr(&sem))) == event_list({TD_SLEEP, TD_READY}));
+        CHECK(event_list(events_of(tid, addr(&sem))) == event_list(lock_sequence));
         sem_destroy(&sem);
+    }
+    SUBCASE("counting semaphores (initialised to 0, or posted above 1): a wait that blocks is a SLEEP and a READY")
+    {
+        for (bool posted_above_one : {false, true}) {
+            CAPTURE(posted_above_one);
+            sem_t sem;
+            sem_init(&sem, 0, posted_above_one ? 1 : 0);
+            if (posted_above_one) {
+                sem_post(&sem);  // 2: a counter after all
+                sem_wait(&sem);
+                sem_wait(&sem);
+            }
+            std::atomic<pid_t> tid{0};
+            lambda_thread t([&]() -> void* {
+                tid = gettid();
+                sem_wait(&sem);
+                return nullptr;
+            });
+            CHECK(wait_until([&] { return tid != 0; }, milliseconds{5000}));
+            CHECK(logged(tid, TD_SLEEP, addr(&sem)));
+            sem_post(&sem);
+            t.join();
+            CHECK(event_list(events_of(tid, addr(&sem))) == event_list({TD_SLEEP, TD_READY}));
+            sem_destroy(&sem);
+        }
     }
     SUBCASE("barrier")
     {

@@ -10,6 +10,8 @@
 // contentions) runs launched with --agent and with the agent loaded by
 // attach: `locks` must count exactly its N failures, and every call site
 // must start with the fixture's own call into pthread (no agent frame).
+// On /usr/bin/python3: a contended threading.Lock (a semaphore the agent
+// knows as a lock) in `locks`, and a two-Lock inversion in `deadlock`.
 //
 // Timing: the 10 % is the acceptance bound; under heavy load a stop can
 // take milliseconds, so the holds are long to keep the test from flaking.
@@ -17,7 +19,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -30,6 +34,10 @@
 
 using namespace tdctl;
 using namespace tdctl::agent_e2e;
+
+namespace {
+constexpr const char* python3 = "/usr/bin/python3";
+}  // namespace
 
 namespace {
 
@@ -335,17 +343,66 @@ TEST_CASE("locks counts trylock failures with the agent loaded by attach (-p PID
     check_trylock_run(run, want, 23, 1);
 }
 
-TEST_CASE("locks on CPython says that its threading.Lock is a semaphore and not counted; the GIL is")
+namespace {
+
+bool python3_missing()
+{
+    if (::access(python3, X_OK) == 0)
+        return false;
+    MESSAGE(python3, " is not installed: nothing to check");
+    return true;
+}
+
+// "worker TID" lines of a CPython script's record, and others by first word.
+std::map<std::string, std::vector<std::vector<std::string>>> read_python_record(const std::string& path)
+{
+    std::map<std::string, std::vector<std::vector<std::string>>> lines;
+    auto text = test::read_text_file(path);
+    REQUIRE(text.has_value());
+    std::istringstream in(*text);
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream words(line);
+        std::vector<std::string> w;
+        for (std::string x; words >> x;)
+            w.push_back(x);
+        if (!w.empty())
+            lines[w[0]].push_back(w);
+    }
+    return lines;
+}
+
+std::set<pid_t> tids_of(const nlohmann::json& counts)
+{
+    std::set<pid_t> tids;
+    for (const auto& c : counts)
+        tids.insert(c.at("tid").get<pid_t>());
+    return tids;
+}
+
+bool has_function(const nlohmann::json& frames, std::string_view name)
+{
+    for (const auto& f : frames)
+        if (f.contains("function") && f.at("function").is_string() && f.at("function").get<std::string>() == name)
+            return true;
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("locks on CPython: a contended threading.Lock is a semaphore lock with its waiters, inferred holders "
+          "and the interpreter's call site")
 {
     test::require_ptrace();
-    const std::string python = "/usr/bin/python3";
-    if (::access(python.c_str(), X_OK) != 0) {
-        MESSAGE(python, " is not installed: nothing to check");
+    if (python3_missing())
         return;
-    }
-    constexpr const char* script = R"(import threading, time
+    // Four workers take one Lock in turn; each switch of the GIL while one
+    // holds it makes another wait in sem_wait (CPython's Lock is sem_init(1)).
+    constexpr const char* script = R"(import sys, threading, time
+rec = open(sys.argv[1], 'w', buffering=1)
 l = threading.Lock()
 def work():
+    rec.write(f"worker {threading.get_native_id()}\n")
     end = time.time() + 0.5
     while time.time() < end:
         with l:
@@ -354,13 +411,89 @@ ts = [threading.Thread(target=work) for _ in range(4)]
 [t.start() for t in ts]
 [t.join() for t in ts]
 )";
-    auto run = run_tdctl_agent({"locks --for 30"}, {python, "-c", script}, 120s);
+    test::temp_file record("tdctl-locks-python");
+    auto run = run_tdctl_agent({"locks --for 30"}, {python3, "-c", script, record.path()}, 120s);
     INFO(describe_run(run));
     REQUIRE(run.result.status.is_success());
+    std::set<pid_t> workers;
+    auto facts = read_python_record(record.path());
+    for (const auto& w : facts["worker"])
+        workers.insert(std::stoi(w.at(1)));
+    REQUIRE(workers.size() == 4);
     auto reports = run.of_type("locks_report");
     REQUIRE(reports.size() == 1);
     REQUIRE(reports[0].at("unseen").is_string());
-    const std::string unseen = reports[0].at("unseen").get<std::string>();
-    CHECK(unseen.find("CPython") != std::string::npos);
-    CHECK(unseen.find("semaphores") != std::string::npos);
+    CHECK(reports[0].at("unseen").get<std::string>().find("CPython") != std::string::npos);
+    // The workers' Lock: the semaphore most of them wait on.
+    const auto lock_records = run.of_type("lock");
+    const nlohmann::json* lock = nullptr;
+    for (const auto& rec : lock_records)
+        if (rec.at("kind") == "semaphore" && (lock == nullptr || rec.at("contentions") > lock->at("contentions")))
+            lock = &rec;
+    REQUIRE(lock != nullptr);
+    INFO(lock->dump());
+    CHECK(lock->at("contentions").get<long>() > 0);
+    CHECK(lock->at("holders_inferred") == true);
+    const auto waiters = tids_of(lock->at("waiters"));
+    const auto holders = tids_of(lock->at("holders"));
+    CHECK(waiters.size() >= 2);
+    CHECK(std::includes(workers.begin(), workers.end(), waiters.begin(), waiters.end()));
+    CHECK(!holders.empty());
+    CHECK(std::includes(workers.begin(), workers.end(), holders.begin(), holders.end()));
+    // Its call site starts in the interpreter's lock call, below the agent's frames.
+    REQUIRE(!lock->at("call_sites").empty());
+    const auto& frames = lock->at("call_sites")[0].at("frames");
+    REQUIRE(!frames.empty());
+    CHECK(frames[0].value("function", "") == "PyThread_acquire_lock_timed");
+}
+
+TEST_CASE("deadlock on CPython: two threads taking two Locks in opposite orders are a cycle, holders inferred")
+{
+    test::require_ptrace();
+    if (python3_missing())
+        return;
+    constexpr const char* script = R"(import sys, threading
+rec = open(sys.argv[1], 'w', buffering=1)
+a = threading.Lock()
+b = threading.Lock()
+both = threading.Barrier(2)
+def take(first, second, names):
+    with first:
+        rec.write(f"holds {threading.get_native_id()} {names[0]}\n")
+        both.wait()
+        rec.write(f"wants {threading.get_native_id()} {names[1]}\n")
+        with second:
+            pass
+t1 = threading.Thread(target=take, args=(a, b, ("a", "b")))
+t2 = threading.Thread(target=take, args=(b, a, ("b", "a")))
+t1.start(); t2.start()
+t1.join()
+)";
+    test::temp_file record("tdctl-deadlock-python");
+    auto run = run_tdctl_agent({"sleep 3", "deadlock", "kill"}, {python3, "-c", script, record.path()}, 120s);
+    INFO(describe_run(run));
+    auto facts = read_python_record(record.path());
+    REQUIRE(facts["wants"].size() == 2);   // both threads were on their way into the second Lock
+    std::set<pid_t> stuck;
+    for (const auto& w : facts["wants"])
+        stuck.insert(std::stoi(w.at(1)));
+    auto recs = run.of_type("deadlock");
+    REQUIRE(recs.size() == 1);
+    const auto& rec = recs[0];
+    CHECK(rec.at("found") == true);
+    CHECK(rec.at("semaphore_waits").get<long>() >= 2);
+    REQUIRE(rec.at("cycles").size() == 1);
+    std::set<pid_t> members;
+    for (const auto& m : rec.at("cycles")[0]) {
+        members.insert(m.at("tid").get<pid_t>());
+        CHECK(m.at("wants").at("kind") == "semaphore");
+        CHECK(m.at("holds").at("kind") == "semaphore");
+        CHECK(has_function(m.at("frames"), "PyThread_acquire_lock_timed"));
+    }
+    CHECK(members == stuck);
+    for (const auto& w : rec.at("waits"))
+        if (stuck.contains(w.at("tid").get<pid_t>())) {
+            CHECK(w.at("owner_inferred") == true);
+            CHECK(stuck.contains(w.at("owner").get<pid_t>()));
+        }
 }

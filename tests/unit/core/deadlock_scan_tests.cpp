@@ -138,7 +138,7 @@ TEST_CASE("a robust mutex whose owner exited: the kernel leaves FUTEX_OWNER_DIED
     pthread_mutex_destroy(&m);
 }
 
-TEST_CASE("frames: a mutex lock path, a join, a condition variable, helpers passed over, nothing known")
+TEST_CASE("frames: a mutex lock path, a join, a semaphore, a condition variable, helpers passed over, nothing known")
 {
     CHECK(classify_wait_frames(frames_named({"__lll_lock_wait", "___pthread_mutex_lock", "worker"})) ==
           wait_site::mutex_lock);
@@ -147,7 +147,9 @@ TEST_CASE("frames: a mutex lock path, a join, a condition variable, helpers pass
           wait_site::mutex_lock);
     CHECK(classify_wait_frames(frames_named({"__futex_abstimed_wait_common", "___pthread_cond_wait", "worker"})) ==
           wait_site::other_sync);
-    CHECK(classify_wait_frames(frames_named({"__futex_abstimed_wait_common", "sem_wait"})) == wait_site::other_sync);
+    CHECK(classify_wait_frames(frames_named({"__futex_abstimed_wait_common", "sem_wait"})) == wait_site::semaphore);
+    CHECK(classify_wait_frames(frames_named({"__futex_abstimed_wait_common", "__new_sem_wait_slow64.constprop.0"})) ==
+          wait_site::semaphore);
     CHECK(classify_wait_frames(frames_named({"__futex_abstimed_wait_common", "pthread_rwlock_wrlock"})) ==
           wait_site::other_sync);
     CHECK(classify_wait_frames(frames_named({"__futex_abstimed_wait_common", "__pthread_clockjoin_ex"})) ==
