@@ -95,11 +95,44 @@ static void stop_with_signal(void (*function)(struct tdagent_thread *), struct t
     tdagent_stop_for_report(function, subject, &mask);
 }
 
+/* Writes the event to the reporting thread's ring when the controller
+ * streams it: 1 when written (no stop, no buffer), 0 to report the usual way
+ * (not streamed, no ring to be had, a full ring, or a signal handler that
+ * interrupted this thread's own put: one producer per ring, never
+ * re-entered). */
+static int stream_report(struct tdagent_thread *reporter, struct tdagent_thread *subject, td_event_e event,
+                         void *data)
+{
+    uint32_t streamed = __atomic_load_n(&__tdagent_stream_events.event_bits[__td_eventword(event)], __ATOMIC_RELAXED);
+    if ((streamed & __td_eventmask(event)) == 0 || reporter == &tdagent_unregistered ||
+        reporter == &tdagent_departed || reporter->ring == TDAGENT_RING_RELEASED || reporter->ring_busy)
+        return 0;
+    reporter->ring_busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (reporter->ring == NULL) {
+        struct tdagent_ring_region *region = tdagent_ring_region();
+        if (region != NULL)
+            reporter->ring = tdagent_ring_claim(region, reporter->tid);
+    }
+    int written = 0;
+    if (reporter->ring != NULL) {
+        const struct tdagent_ring_put_args entry = {(uint64_t)(uintptr_t)subject, (uint64_t)(uintptr_t)data,
+                                                    __atomic_load_n(&subject->tid, __ATOMIC_RELAXED),
+                                                    reporter->tid, (uint32_t)event};
+        written = tdagent_ring_put(reporter->ring, &entry, 0);
+    }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    reporter->ring_busy = 0;
+    return written;
+}
+
 void tdagent_report(struct tdagent_thread *reporter, struct tdagent_thread *subject, td_event_e event, void *data)
 {
     /* The shared records of unknown and departed threads never hold a
      * message (several threads would write one buffer). */
     if (!tdagent_event_selected(reporter, event) || subject == &tdagent_unregistered || subject == &tdagent_departed)
+        return;
+    if (stream_report(reporter, subject, event, data))
         return;
     void (*function)(struct tdagent_thread *) = tdagent_report_functions[event];
     if (function == NULL)

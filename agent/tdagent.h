@@ -126,6 +126,23 @@ extern const uint64_t __tdagent_lock_sems_hash;
 /* Lock semaphores that found no slot (not tracked). */
 extern unsigned long __tdagent_lock_sems_untracked;
 
+/* Event rings (agent/event_rings.c): where the region is. state 0 none, 1
+ * being made, 2 ready, 3 cannot be made; the memfd's descriptor, the
+ * region's size in bytes and its address, in this process. A controller maps
+ * the memfd again (/proc/PID/fd/<fd>) and reads the layout from the
+ * _tdagent_db_ring_* descriptors and the region's header. */
+struct tdagent_rings_anchor {
+    int32_t state;
+    int32_t fd;
+    uint64_t size;
+    uint64_t address;
+};
+extern struct tdagent_rings_anchor __tdagent_rings;
+/* Events a thread whose reporting is on writes to its ring instead of
+ * reporting them the usual way; a full ring, or no free ring, falls back to
+ * the usual way. */
+extern td_thr_events_t __tdagent_stream_events;
+
 /* Reporting functions: each a one-byte `ret` followed by int3 padding, called
  * with the record whose buffer holds the message (for TD_CREATE the new
  * thread's record, for every other event the reporting thread's own). */

@@ -4,6 +4,7 @@
 #define TDAGENT_INTERNAL_H
 
 #include <pthread.h>
+#include <stdint.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <time.h>
@@ -158,6 +159,35 @@ uint64_t tdagent_reporting_mask(void) TDAGENT_HIDDEN;
  * the way out (event_functions_x86_64.S). */
 void tdagent_stop_for_report(void (*function)(struct tdagent_thread *), struct tdagent_thread *subject,
                              const uint64_t *mask) TDAGENT_HIDDEN;
+
+/* ---- event rings (event_rings.c) ----------------------------------------
+ * Lock-free; async-signal-safe. */
+struct tdagent_ring_region;
+struct tdagent_ring;
+struct tdagent_ring_put_args {
+    uint64_t subject;
+    uint64_t data;
+    int32_t subject_tid;
+    int32_t reporter_tid;
+    uint32_t event;
+};
+/* A record's ring once its thread ended (no ring is claimed again). */
+#define TDAGENT_RING_RELEASED ((struct tdagent_ring *)1)
+/* The events the controller asked to stream (__tdagent_stream_events). */
+extern td_thr_events_t __tdagent_stream_events;
+/* The region, made on first use; NULL while another thread makes it or
+ * when it cannot be made. */
+struct tdagent_ring_region *tdagent_ring_region(void) TDAGENT_HIDDEN;
+/* A free ring claimed for the thread `tid`, or NULL (counted) when none is. */
+struct tdagent_ring *tdagent_ring_claim(struct tdagent_ring_region *region, pid_t tid) TDAGENT_HIDDEN;
+/* The producer's thread ended: the controller frees the ring once drained. */
+void tdagent_ring_release(struct tdagent_ring *r) TDAGENT_HIDDEN;
+/* Writes one entry, stamped with CLOCK_MONOTONIC. 1 when written; 0 when
+ * the ring is full (a drop counted in it when count_drop). Only the ring's
+ * owner calls it, never re-entered on one ring (see tdagent_report). */
+int tdagent_ring_put(struct tdagent_ring *r, const struct tdagent_ring_put_args *e, int count_drop) TDAGENT_HIDDEN;
+/* In a forked child: the inherited region is dropped, streaming is off. */
+void tdagent_rings_after_fork_child(void) TDAGENT_HIDDEN;
 
 /* ---- semaphores used as locks (lock_semaphores.c) ---------------------
  * Lock-free; async-signal-safe. */

@@ -53,6 +53,8 @@ struct tdagent_thread {
     unsigned char death_reported;      /* TD_DEATH path already run (only touched by the thread itself) */
     unsigned char pad1_;
     unsigned long nsignals;            /* handlers entered by this thread (ru_nsignals) */
+    struct tdagent_ring *ring;         /* its event ring once claimed; (void *)1 once released */
+    int ring_busy;                     /* a put is under way (a handler reporting meanwhile falls back) */
 } __attribute__((aligned(64)));
 
 #endif /* TDAGENT_RECORD_H */

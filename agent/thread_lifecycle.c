@@ -54,8 +54,11 @@ static void after_fork_parent(void)
 static void after_fork_child(void)
 {
     struct tdagent_thread *self = tdagent_self;
-    if (self != &tdagent_unregistered)
+    if (self != &tdagent_unregistered) {
         self->tid = gettid();
+        self->ring = NULL;  /* it was in the parent's region */
+    }
+    tdagent_rings_after_fork_child();
     tdagent_registry_after_fork_child(self);
 }
 
@@ -174,6 +177,9 @@ static void thread_exit_hook(void *arg)
     tdagent_report(rec, rec, TD_DEATH, rec);
     int n = tdagent_registry_remove_live(rec);
     tdagent_report(rec, rec, TD_CONCURRENCY, (void *)(intptr_t)n);
+    if (rec->ring != NULL && rec->ring != TDAGENT_RING_RELEASED)
+        tdagent_ring_release(rec->ring);
+    rec->ring = TDAGENT_RING_RELEASED;
     __atomic_store_n(&rec->tid, 0, __ATOMIC_RELEASE);
     /* Whatever the thread still runs (TSD destructors, libc's teardown)
      * reports nothing and is never adopted: the record may be reused from

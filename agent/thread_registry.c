@@ -93,6 +93,8 @@ struct tdagent_thread *tdagent_registry_alloc(void)
     rec->has_trampoline = 0;
     rec->death_reported = 0;
     rec->nsignals = 0;
+    rec->ring = NULL;
+    rec->ring_busy = 0;
     return rec;
 }
 

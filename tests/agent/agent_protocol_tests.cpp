@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstring>
 #include <ctime>
+#include <optional>
+#include <span>
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -20,6 +22,7 @@
 
 #include "agent/tdagent.h"
 #include "agent/tdagent_record.h"
+#include "core/protocol/event_rings.hpp"
 #include "tests/agent/agent_test_support.hpp"
 #include "tests/support/child_process.hpp"
 
@@ -914,4 +917,122 @@ TEST_CASE("after fork the child's list holds only the forking thread")
     CHECK(WEXITSTATUS(status) == 0);
     finish.open();
     t.join();
+}
+
+namespace {
+
+// The ring layout from the agent's own _tdagent_db_ring_* descriptors, as
+// core/protocol/event_rings.cpp reads it from a target.
+tdctl::core::ring_layout ring_layout_here()
+{
+    tdctl::core::ring_layout l;
+    const std::pair<tdctl::core::ring_field*, const char*> fields[] = {
+        {&l.magic, "region_magic"},          {&l.version, "region_version"},
+        {&l.ring_count, "region_ring_count"}, {&l.ring_entries, "region_ring_entries"},
+        {&l.ring_offset, "region_ring_offset"}, {&l.ring_stride, "region_ring_stride"},
+        {&l.entry_size, "region_entry_size"}, {&l.wake, "region_wake"},
+        {&l.heartbeat_ns, "region_heartbeat_ns"}, {&l.no_ring, "region_no_ring"},
+        {&l.head, "head"},                   {&l.tail, "tail"},
+        {&l.drops, "drops"},                 {&l.owner, "owner"},
+        {&l.entries, "entries"},             {&l.time_ns, "entry_time_ns"},
+        {&l.subject, "entry_subject"},       {&l.data, "entry_data"},
+        {&l.subject_tid, "entry_subject_tid"}, {&l.reporter_tid, "entry_reporter_tid"},
+        {&l.event, "entry_event"},
+    };
+    for (auto [field, name] : fields) {
+        const uint32_t* d = descriptor((std::string("ring_") + name).c_str());
+        REQUIRE_MESSAGE(d != nullptr, name);
+        *field = {d[2], d[0] / 8 * d[1]};
+    }
+    return l;
+}
+
+// The agent's region as this process maps it (the anchor's address).
+std::optional<tdctl::core::ring_region> rings_here()
+{
+    if (__atomic_load_n(&__tdagent_rings.state, __ATOMIC_ACQUIRE) != 2)
+        return std::nullopt;
+    std::span<std::byte> bytes(reinterpret_cast<std::byte*>(static_cast<uintptr_t>(__tdagent_rings.address)),
+                               static_cast<std::size_t>(__tdagent_rings.size));
+    return tdctl::core::ring_region::open(bytes, ring_layout_here());
+}
+
+// Streams `list` for the length of a scope.
+class streamed_scope {
+public:
+    explicit streamed_scope(const td_thr_events_t& list) { __tdagent_stream_events = list; }
+    ~streamed_scope() { __tdagent_stream_events = td_thr_events_t{}; }
+    streamed_scope(const streamed_scope&) = delete;
+    streamed_scope& operator=(const streamed_scope&) = delete;
+};
+
+}  // namespace
+
+TEST_CASE("streamed events go to the reporting thread's ring, not its buffer, the list or the reporting function")
+{
+    agent_session s;
+    s.enable_self(events({TD_LOCK_TRY, TD_SLEEP, TD_READY}));
+    s.arm();
+    tdi_log_clear();
+    streamed_scope streamed(events({TD_LOCK_TRY, TD_SLEEP, TD_READY}));
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&m);
+    std::atomic<pid_t> tid{0};
+    std::atomic<uintptr_t> rec{0};
+    lambda_thread t([&]() -> void* {
+        rec = tdi_self();
+        tdi_set_report_events(rec, 1);
+        tid = gettid();
+        pthread_mutex_lock(&m);  // contended: LOCK_TRY, SLEEP, then READY
+        pthread_mutex_unlock(&m);
+        return nullptr;
+    });
+    REQUIRE(wait_until([&] { return tid != 0; }, milliseconds{5000}));
+    ::usleep(50000);  // let it block
+    pthread_mutex_unlock(&m);
+    t.join();
+    auto region = rings_here();
+    REQUIRE(region.has_value());
+    std::vector<int> seen;
+    for (const auto& ev : region->drain_all()) {
+        if (ev.reporter_tid != tid)
+            continue;
+        seen.push_back(ev.event);
+        CHECK(ev.data == addr(&m));
+        CHECK(ev.subject.value == rec);
+        CHECK(ev.subject_tid == tid);
+    }
+    CHECK(seen == std::vector<int>{TD_LOCK_TRY, TD_SLEEP, TD_READY});
+    CHECK(events_of(tid, addr(&m)).empty());   // no reporting function was reached
+    CHECK(message_list().empty());
+}
+
+TEST_CASE("a full ring falls back to the usual report, losing nothing")
+{
+    agent_session s;
+    s.enable_self(events({TD_CONCURRENCY}));
+    s.arm();
+    tdi_log_clear();
+    streamed_scope streamed(events({TD_CONCURRENCY}));
+    REQUIRE(pthread_setconcurrency(1) == 0);   // makes the region and this thread's ring
+    auto region = rings_here();
+    REQUIRE(region.has_value());
+    region->drain_all();
+    const int total = static_cast<int>(region->ring_entries()) + 5;
+    for (int level = 1; level <= total; ++level)
+        REQUIRE(pthread_setconcurrency(level) == 0);
+    std::vector<uintptr_t> in_ring;
+    for (const auto& ev : region->drain_all())
+        if (ev.reporter_tid == gettid() && ev.event == TD_CONCURRENCY)
+            in_ring.push_back(ev.data);
+    std::vector<uintptr_t> reported;
+    for (const tdi_entry& e : entries_of_event(TD_CONCURRENCY))
+        if (e.tid == gettid())
+            reported.push_back(e.eventdata);
+    REQUIRE(in_ring.size() == region->ring_entries());
+    for (std::size_t i = 0; i < in_ring.size(); ++i)
+        CHECK(in_ring[i] == i + 1);
+    CHECK(reported == std::vector<uintptr_t>{1025, 1026, 1027, 1028, 1029});
+    CHECK(region->drops() == 0);
+    REQUIRE(pthread_setconcurrency(0) == 0);
 }

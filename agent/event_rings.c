@@ -1,0 +1,205 @@
+/* Event rings: each thread's events written where the controller reads
+ * them without stopping anyone (SPEC §5's event buffer, as a ring).
+ *
+ * One region, a memfd the agent maps MAP_SHARED and the controller maps
+ * again through /proc/PID/fd/N, holds a header and `ring_count` rings. A
+ * thread claims a free ring at its first streamed event and is its only
+ * producer; the controller is its only consumer. The producer writes an
+ * entry, then publishes `head` with a release store; the consumer loads
+ * `head` with acquire, reads the entries, then stores `tail` with release.
+ * No system call per event on either side. A full ring is never overwritten
+ * and never waited on: the put fails, and the caller falls back to a
+ * stopping report (or counts a drop).
+ *
+ * The region is made on first use, by whichever thread needs it first
+ * (memfd_create, ftruncate, mmap: raw system calls, async-signal-safe); a
+ * thread that finds it being made falls back for that event. A forked
+ * child drops the mapping it inherited (its events are not the parent's)
+ * and makes its own if it streams. The layout reaches the controller only
+ * through the _tdagent_db_ring_* descriptors and the header's own sizes. */
+#define _GNU_SOURCE
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tdagent_internal.h"
+
+#define RING_MAGIC 0x47524454u /* "TDRG" */
+#define RING_VERSION 1u
+#define RING_COUNT 256u
+#define RING_ENTRIES 1024u /* a power of two */
+
+struct tdagent_ring_entry {
+    uint64_t time_ns;     /* CLOCK_MONOTONIC in the target when reported */
+    uint64_t subject;     /* the thread handle the message is about */
+    uint64_t data;        /* td_event_msg_t.msg.data */
+    int32_t subject_tid;  /* the subject's TID (0 when not known) */
+    int32_t reporter_tid; /* the reporting thread's TID */
+    uint32_t event;       /* td_event_e */
+    uint32_t pad_;
+};
+
+struct tdagent_ring {
+    uint64_t head;  /* entries published (producer; release) */
+    uint64_t tail;  /* entries consumed (consumer; release) */
+    uint64_t drops; /* events counted instead of written (full ring) */
+    int32_t owner;  /* TID of the producer; 0 free; -1 its thread ended */
+    uint32_t pad_[9];
+    struct tdagent_ring_entry entries[RING_ENTRIES];
+};
+
+struct tdagent_ring_region {
+    uint32_t magic;
+    uint32_t version;
+    uint32_t ring_count;
+    uint32_t ring_entries;
+    uint32_t ring_offset;  /* bytes from the region to ring 0 */
+    uint32_t ring_stride;  /* bytes from one ring to the next */
+    uint32_t entry_size;
+    uint32_t wake;         /* futex word, shared (never FUTEX_PRIVATE_FLAG) */
+    uint64_t heartbeat_ns; /* the controller's CLOCK_MONOTONIC at its last drain */
+    uint64_t no_ring;      /* events that found no free ring */
+    uint32_t pad_[8];
+};
+
+TDAGENT_EXPORT struct tdagent_rings_anchor __tdagent_rings;
+/* Events written to the rings instead of stopping (the controller sets it). */
+TDAGENT_EXPORT td_thr_events_t __tdagent_stream_events;
+
+#define MEMBER_SIZE(type, member) (sizeof(((type *)0)->member))
+#define RING_FIELD(name, type, member) \
+    TDAGENT_EXPORT const uint32_t _tdagent_db_ring_##name[3] = {MEMBER_SIZE(type, member) * 8, 1, offsetof(type, member)}
+RING_FIELD(region_magic, struct tdagent_ring_region, magic);
+RING_FIELD(region_version, struct tdagent_ring_region, version);
+RING_FIELD(region_ring_count, struct tdagent_ring_region, ring_count);
+RING_FIELD(region_ring_entries, struct tdagent_ring_region, ring_entries);
+RING_FIELD(region_ring_offset, struct tdagent_ring_region, ring_offset);
+RING_FIELD(region_ring_stride, struct tdagent_ring_region, ring_stride);
+RING_FIELD(region_entry_size, struct tdagent_ring_region, entry_size);
+RING_FIELD(region_wake, struct tdagent_ring_region, wake);
+RING_FIELD(region_heartbeat_ns, struct tdagent_ring_region, heartbeat_ns);
+RING_FIELD(region_no_ring, struct tdagent_ring_region, no_ring);
+RING_FIELD(head, struct tdagent_ring, head);
+RING_FIELD(tail, struct tdagent_ring, tail);
+RING_FIELD(drops, struct tdagent_ring, drops);
+RING_FIELD(owner, struct tdagent_ring, owner);
+RING_FIELD(entries, struct tdagent_ring, entries);
+RING_FIELD(entry_time_ns, struct tdagent_ring_entry, time_ns);
+RING_FIELD(entry_subject, struct tdagent_ring_entry, subject);
+RING_FIELD(entry_data, struct tdagent_ring_entry, data);
+RING_FIELD(entry_subject_tid, struct tdagent_ring_entry, subject_tid);
+RING_FIELD(entry_reporter_tid, struct tdagent_ring_entry, reporter_tid);
+RING_FIELD(entry_event, struct tdagent_ring_entry, event);
+
+enum { anchor_none = 0, anchor_making = 1, anchor_ready = 2, anchor_failed = 3 };
+
+static size_t region_size(void)
+{
+    return offsetof(struct tdagent_ring_region, pad_) + sizeof(((struct tdagent_ring_region *)0)->pad_) +
+           (size_t)RING_COUNT * sizeof(struct tdagent_ring);
+}
+
+static struct tdagent_ring *ring_at(struct tdagent_ring_region *region, uint32_t i)
+{
+    return (struct tdagent_ring *)((char *)region + region->ring_offset + (size_t)i * region->ring_stride);
+}
+
+static struct tdagent_ring_region *make_region(void)
+{
+    const size_t size = region_size();
+    long fd = syscall(SYS_memfd_create, "tdagent-rings", MFD_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    if (syscall(SYS_ftruncate, fd, (long)size) != 0) {
+        syscall(SYS_close, fd);
+        return NULL;
+    }
+    void *p = (void *)syscall(SYS_mmap, NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0L);
+    if (p == MAP_FAILED) {
+        syscall(SYS_close, fd);
+        return NULL;
+    }
+    struct tdagent_ring_region *region = p;
+    region->version = RING_VERSION;
+    region->ring_count = RING_COUNT;
+    region->ring_entries = RING_ENTRIES;
+    region->ring_offset = (uint32_t)(size - (size_t)RING_COUNT * sizeof(struct tdagent_ring));
+    region->ring_stride = sizeof(struct tdagent_ring);
+    region->entry_size = sizeof(struct tdagent_ring_entry);
+    __atomic_store_n(&region->magic, RING_MAGIC, __ATOMIC_RELEASE);
+    __tdagent_rings.fd = (int32_t)fd;
+    __tdagent_rings.size = size;
+    __atomic_store_n(&__tdagent_rings.address, (uint64_t)(uintptr_t)p, __ATOMIC_RELEASE);
+    return region;
+}
+
+struct tdagent_ring_region *tdagent_ring_region(void)
+{
+    int32_t state = __atomic_load_n(&__tdagent_rings.state, __ATOMIC_ACQUIRE);
+    if (state == anchor_ready)
+        return (struct tdagent_ring_region *)(uintptr_t)__tdagent_rings.address;
+    if (state != anchor_none)
+        return NULL;
+    if (!__atomic_compare_exchange_n(&__tdagent_rings.state, &state, anchor_making, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        return NULL; /* another thread makes it: this event falls back */
+    struct tdagent_ring_region *region = make_region();
+    __atomic_store_n(&__tdagent_rings.state, region != NULL ? anchor_ready : anchor_failed, __ATOMIC_RELEASE);
+    return region;
+}
+
+struct tdagent_ring *tdagent_ring_claim(struct tdagent_ring_region *region, pid_t tid)
+{
+    for (uint32_t i = 0; i < region->ring_count; ++i) {
+        struct tdagent_ring *r = ring_at(region, i);
+        int32_t free_owner = 0;
+        if (__atomic_load_n(&r->owner, __ATOMIC_RELAXED) == 0 &&
+            __atomic_compare_exchange_n(&r->owner, &free_owner, tid, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            return r;
+    }
+    __atomic_add_fetch(&region->no_ring, 1, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+void tdagent_ring_release(struct tdagent_ring *r)
+{
+    __atomic_store_n(&r->owner, -1, __ATOMIC_RELEASE);
+}
+
+int tdagent_ring_put(struct tdagent_ring *r, const struct tdagent_ring_put_args *e, int count_drop)
+{
+    const uint64_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
+    const uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+    if (head - tail >= RING_ENTRIES) {
+        if (count_drop)
+            __atomic_add_fetch(&r->drops, 1, __ATOMIC_RELAXED);
+        return 0;
+    }
+    struct tdagent_ring_entry *slot = &r->entries[head & (RING_ENTRIES - 1)];
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    slot->time_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    slot->subject = e->subject;
+    slot->data = e->data;
+    slot->subject_tid = e->subject_tid;
+    slot->reporter_tid = e->reporter_tid;
+    slot->event = e->event;
+    __atomic_store_n(&r->head, head + 1, __ATOMIC_RELEASE);
+    return 1;
+}
+
+void tdagent_rings_after_fork_child(void)
+{
+    /* The parent's region is the parent's: unmap this copy of it. */
+    if (__atomic_load_n(&__tdagent_rings.state, __ATOMIC_ACQUIRE) == anchor_ready) {
+        syscall(SYS_munmap, (void *)(uintptr_t)__tdagent_rings.address, (size_t)__tdagent_rings.size);
+        syscall(SYS_close, (long)__tdagent_rings.fd);
+    }
+    memset(&__tdagent_rings, 0, sizeof __tdagent_rings);
+    /* Nobody drains a child's rings: it reports as it would without them. */
+    memset(&__tdagent_stream_events, 0, sizeof __tdagent_stream_events);
+}

@@ -1,0 +1,213 @@
+#include "core/protocol/event_rings.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstring>
+#include <string>
+
+#include "core/protocol/db_descriptor.hpp"
+
+namespace tdctl::core {
+
+namespace {
+
+constexpr std::string_view agent_module = "libtdagent.so";
+constexpr std::string_view ring_prefix = "_tdagent_db_ring_";
+// The header's magic ("TDRG") and the one version this reader knows.
+constexpr std::uint32_t ring_magic = 0x47524454;
+constexpr std::uint32_t ring_version = 1;
+// The anchor's fields (tdagent.h: int32 state, int32 fd, uint64 size).
+constexpr std::uint64_t anchor_fd_offset = 4;
+constexpr std::uint64_t anchor_size_offset = 8;
+
+std::optional<ring_field> field_of(target_access& target, std::string_view name)
+{
+    auto f = read_db_field(target, agent_module, ring_prefix, name);
+    if (!f || !f->is_valid())
+        return std::nullopt;
+    return ring_field{f->offset, f->total_bytes()};
+}
+
+// A shared word: aligned, 4 or 8 bytes.
+bool is_word(const ring_field& f)
+{
+    return (f.size == 4 || f.size == 8) && f.offset % f.size == 0;
+}
+
+template <typename T>
+T load(std::byte* base, const ring_field& f, std::memory_order order)
+{
+    return std::atomic_ref<T>(*reinterpret_cast<T*>(base + f.offset)).load(order);
+}
+
+template <typename T>
+void store(std::byte* base, const ring_field& f, T value, std::memory_order order)
+{
+    std::atomic_ref<T>(*reinterpret_cast<T*>(base + f.offset)).store(value, order);
+}
+
+// A word of the header or a ring, as unsigned, whatever its size (4 or 8).
+std::uint64_t load_word(std::byte* base, const ring_field& f, std::memory_order order)
+{
+    return f.size == 8 ? load<std::uint64_t>(base, f, order) : load<std::uint32_t>(base, f, order);
+}
+
+std::uint64_t plain_word(const std::byte* base, const ring_field& f)
+{
+    std::uint64_t v = 0;
+    std::memcpy(&v, base + f.offset, std::min<std::uint32_t>(f.size, sizeof v));
+    return f.size == 4 ? static_cast<std::uint32_t>(v) : v;
+}
+
+}  // namespace
+
+std::optional<ring_layout> read_ring_layout(target_access& target)
+{
+    ring_layout l;
+    const std::pair<ring_field*, std::string_view> fields[] = {
+        {&l.magic, "region_magic"},          {&l.version, "region_version"},
+        {&l.ring_count, "region_ring_count"}, {&l.ring_entries, "region_ring_entries"},
+        {&l.ring_offset, "region_ring_offset"}, {&l.ring_stride, "region_ring_stride"},
+        {&l.entry_size, "region_entry_size"}, {&l.wake, "region_wake"},
+        {&l.heartbeat_ns, "region_heartbeat_ns"}, {&l.no_ring, "region_no_ring"},
+        {&l.head, "head"},                   {&l.tail, "tail"},
+        {&l.drops, "drops"},                 {&l.owner, "owner"},
+        {&l.entries, "entries"},             {&l.time_ns, "entry_time_ns"},
+        {&l.subject, "entry_subject"},       {&l.data, "entry_data"},
+        {&l.subject_tid, "entry_subject_tid"}, {&l.reporter_tid, "entry_reporter_tid"},
+        {&l.event, "entry_event"},
+    };
+    for (auto [field, name] : fields) {
+        auto f = field_of(target, name);
+        if (!f)
+            return std::nullopt;
+        *field = *f;
+    }
+    for (const ring_field* f : {&l.magic, &l.version, &l.ring_count, &l.ring_entries, &l.ring_offset, &l.ring_stride,
+                                &l.entry_size, &l.wake, &l.heartbeat_ns, &l.no_ring, &l.head, &l.tail, &l.drops,
+                                &l.owner, &l.time_ns, &l.subject, &l.data, &l.subject_tid, &l.reporter_tid, &l.event})
+        if (!is_word(*f))
+            return std::nullopt;
+    return l;
+}
+
+std::optional<ring_anchor> read_ring_anchor(target_access& target)
+{
+    auto anchor = target.lookup_symbol(agent_module, "__tdagent_rings");
+    if (!anchor)
+        return std::nullopt;
+    ring_anchor a;
+    if (!target.memory().read_value(anchor->address, a.state) ||
+        !target.memory().read_value(anchor->address + static_cast<std::int64_t>(anchor_fd_offset), a.fd) ||
+        !target.memory().read_value(anchor->address + static_cast<std::int64_t>(anchor_size_offset), a.size))
+        return std::nullopt;
+    return a;
+}
+
+std::optional<ring_region> ring_region::open(std::span<std::byte> bytes, const ring_layout& l)
+{
+    auto inside = [&](const ring_field& f) { return std::uint64_t{f.offset} + f.size <= bytes.size(); };
+    for (const ring_field* f : {&l.magic, &l.version, &l.ring_count, &l.ring_entries, &l.ring_offset,
+                                &l.ring_stride, &l.entry_size, &l.wake, &l.heartbeat_ns, &l.no_ring})
+        if (!inside(*f))
+            return std::nullopt;
+    std::byte* base = bytes.data();
+    if (load<std::uint32_t>(base, l.magic, std::memory_order_acquire) != ring_magic ||
+        plain_word(base, l.version) != ring_version)
+        return std::nullopt;
+    ring_region r(bytes, l);
+    r.ring_count_ = static_cast<std::uint32_t>(plain_word(base, l.ring_count));
+    r.ring_entries_ = static_cast<std::uint32_t>(plain_word(base, l.ring_entries));
+    r.ring_offset_ = static_cast<std::uint32_t>(plain_word(base, l.ring_offset));
+    r.ring_stride_ = static_cast<std::uint32_t>(plain_word(base, l.ring_stride));
+    r.entry_size_ = static_cast<std::uint32_t>(plain_word(base, l.entry_size));
+    const std::uint64_t entries_end = std::uint64_t{l.entries.offset} + std::uint64_t{r.ring_entries_} * r.entry_size_;
+    const std::uint64_t last_end =
+        std::uint64_t{r.ring_offset_} + std::uint64_t{r.ring_stride_} * (r.ring_count_ == 0 ? 0 : r.ring_count_ - 1) +
+        entries_end;
+    const bool fits = r.ring_count_ > 0 && std::has_single_bit(r.ring_entries_) && r.ring_stride_ >= entries_end &&
+                      r.ring_offset_ % 8 == 0 && r.ring_stride_ % 8 == 0 && r.entry_size_ % 8 == 0 &&
+                      last_end <= bytes.size();
+    for (const ring_field* f : {&l.time_ns, &l.subject, &l.data, &l.subject_tid, &l.reporter_tid, &l.event})
+        if (std::uint64_t{f->offset} + f->size > r.entry_size_)
+            return std::nullopt;
+    for (const ring_field* f : {&l.head, &l.tail, &l.drops, &l.owner})
+        if (std::uint64_t{f->offset} + f->size > l.entries.offset)
+            return std::nullopt;
+    if (!fits)
+        return std::nullopt;
+    return r;
+}
+
+std::byte* ring_region::ring_at(std::uint32_t i) const
+{
+    return bytes_.data() + ring_offset_ + static_cast<std::size_t>(i) * ring_stride_;
+}
+
+void ring_region::drain(std::uint32_t i, std::vector<ring_event>& out)
+{
+    std::byte* ring = ring_at(i);
+    const std::uint64_t head = load_word(ring, l_.head, std::memory_order_acquire);
+    const std::uint64_t tail = load_word(ring, l_.tail, std::memory_order_relaxed);
+    if (head == tail)
+        return;
+    // More than a ring's worth would mean a producer that ignores the tail:
+    // take what the slots hold now, at most one ring's worth.
+    const std::uint64_t first = head - tail > ring_entries_ ? head - ring_entries_ : tail;
+    for (std::uint64_t k = first; k != head; ++k) {
+        const std::byte* e = ring + l_.entries.offset + (k & (ring_entries_ - 1)) * entry_size_;
+        ring_event ev;
+        ev.event = static_cast<td_event_e>(plain_word(e, l_.event));
+        ev.time_ns = plain_word(e, l_.time_ns);
+        ev.subject = target_addr{plain_word(e, l_.subject)};
+        ev.data = plain_word(e, l_.data);
+        ev.subject_tid = static_cast<pid_t>(plain_word(e, l_.subject_tid));
+        ev.reporter_tid = static_cast<pid_t>(plain_word(e, l_.reporter_tid));
+        ev.ring = i;
+        out.push_back(ev);
+    }
+    if (l_.tail.size == 8)
+        store<std::uint64_t>(ring, l_.tail, head, std::memory_order_release);
+    else
+        store<std::uint32_t>(ring, l_.tail, static_cast<std::uint32_t>(head), std::memory_order_release);
+}
+
+std::vector<ring_event> ring_region::drain_all()
+{
+    std::vector<ring_event> out;
+    for (std::uint32_t i = 0; i < ring_count_; ++i) {
+        std::byte* ring = ring_at(i);
+        const auto owner = static_cast<std::int32_t>(load_word(ring, l_.owner, std::memory_order_acquire));
+        if (owner == 0)
+            continue;
+        drain(i, out);
+        // Its thread ended before this drain began, and everything it wrote is taken.
+        if (owner == -1 && load_word(ring, l_.head, std::memory_order_acquire) ==
+                               load_word(ring, l_.tail, std::memory_order_relaxed))
+            store<std::int32_t>(ring, l_.owner, 0, std::memory_order_release);
+    }
+    std::ranges::stable_sort(out, {}, &ring_event::time_ns);
+    return out;
+}
+
+std::uint64_t ring_region::drops() const
+{
+    std::uint64_t n = 0;
+    for (std::uint32_t i = 0; i < ring_count_; ++i)
+        n += load_word(ring_at(i), l_.drops, std::memory_order_relaxed);
+    return n;
+}
+
+std::uint64_t ring_region::no_ring() const
+{
+    return load_word(bytes_.data(), l_.no_ring, std::memory_order_relaxed);
+}
+
+void ring_region::beat(std::uint64_t now_ns)
+{
+    if (l_.heartbeat_ns.size == 8)
+        store<std::uint64_t>(bytes_.data(), l_.heartbeat_ns, now_ns, std::memory_order_release);
+}
+
+}  // namespace tdctl::core

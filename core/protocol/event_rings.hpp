@@ -1,0 +1,114 @@
+// The agent's event rings as tdctl reads them (agent/event_rings.c): a
+// memfd region the agent maps MAP_SHARED and tdctl maps again, a header and
+// per-thread single-producer rings of fixed-size entries. Each thread
+// publishes an entry with a release store of its ring's `head`; tdctl loads
+// `head` with acquire, copies the entries out and frees their slots with a
+// release store of `tail`. No system call per event on either side.
+//
+// Every offset comes from libtdagent.so's _tdagent_db_ring_* descriptors
+// ({bits, count, offset}, the protocol's format: core/protocol/
+// db_descriptor.hpp) and the header's own sizes; nothing of the agent's C
+// types is compiled in.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include <sys/types.h>
+#include <thread_db.h>
+
+#include "base/types.hpp"
+#include "core/target_access.hpp"
+
+namespace tdctl::core {
+
+/// A field's place in its struct: byte offset and size in bytes.
+struct ring_field {
+    std::uint32_t offset = 0;
+    std::uint32_t size = 0;
+};
+
+/// Where each field of the region's header, of a ring and of an entry lies.
+struct ring_layout {
+    // the header (at the region's start)
+    ring_field magic, version, ring_count, ring_entries, ring_offset, ring_stride, entry_size, wake, heartbeat_ns,
+        no_ring;
+    // a ring (at ring_offset + i * ring_stride)
+    ring_field head, tail, drops, owner, entries;
+    // an entry (at a ring's entries + k * entry_size)
+    ring_field time_ns, subject, data, subject_tid, reporter_tid, event;
+};
+
+/// The layout from the agent's _tdagent_db_ring_* descriptors in `target`;
+/// std::nullopt when one is missing (an agent without rings) or has a size
+/// this reader does not take (the shared words must be 4 or 8 bytes).
+std::optional<ring_layout> read_ring_layout(target_access& target);
+
+/// Where the agent's region is (__tdagent_rings in libtdagent.so, tdagent.h):
+/// state 2 once it is made, the memfd's descriptor in the target and the
+/// region's size in bytes.
+struct ring_anchor {
+    std::int32_t state = 0;
+    std::int32_t fd = -1;
+    std::uint64_t size = 0;
+    bool is_ready() const { return state == 2 && fd >= 0 && size != 0; }
+};
+
+/// Reads __tdagent_rings; std::nullopt when the agent has none or it cannot be read.
+std::optional<ring_anchor> read_ring_anchor(target_access& target);
+
+/// One event as its thread wrote it.
+struct ring_event {
+    td_event_e event = TD_EVENT_NONE;
+    std::uint64_t time_ns = 0;   ///< CLOCK_MONOTONIC in the target when reported
+    target_addr subject;         ///< the thread handle the message is about
+    std::uint64_t data = 0;      ///< td_event_msg_t.msg.data
+    pid_t subject_tid = 0;       ///< in the target's PID namespace; 0 when unknown
+    pid_t reporter_tid = 0;      ///< in the target's PID namespace
+    std::uint32_t ring = 0;      ///< which ring it came from
+};
+
+/// A view of the region mapped in tdctl. The target writes it while tdctl
+/// reads: every shared word goes through std::atomic_ref, the entries are
+/// read only between tail and an acquired head.
+class ring_region {
+public:
+    /// The view over `bytes` (the whole mapping); std::nullopt when the
+    /// header's magic or version is not the agent's, or a ring or entry
+    /// lies outside `bytes`, or the entries per ring are not a power of two.
+    static std::optional<ring_region> open(std::span<std::byte> bytes, const ring_layout& layout);
+
+    std::uint32_t ring_count() const { return ring_count_; }
+    std::uint32_t ring_entries() const { return ring_entries_; }
+
+    /// Appends every entry ring `i` published since the last drain to
+    /// `out`, in its order, then frees their slots.
+    void drain(std::uint32_t i, std::vector<ring_event>& out);
+    /// Drains every ring; rings whose thread ended (owner -1) and that are
+    /// now empty are freed for another thread. The events come sorted by
+    /// time_ns (each ring's own order kept for equal times).
+    std::vector<ring_event> drain_all();
+    /// Events counted instead of written (full rings), over every ring.
+    std::uint64_t drops() const;
+    /// Events that found no free ring.
+    std::uint64_t no_ring() const;
+    /// Writes tdctl's heartbeat (CLOCK_MONOTONIC, ns).
+    void beat(std::uint64_t now_ns);
+
+private:
+    ring_region(std::span<std::byte> bytes, const ring_layout& layout) : bytes_(bytes), l_(layout) {}
+    std::byte* ring_at(std::uint32_t i) const;
+
+    std::span<std::byte> bytes_;
+    ring_layout l_;
+    std::uint32_t ring_count_ = 0;
+    std::uint32_t ring_entries_ = 0;
+    std::uint32_t ring_offset_ = 0;
+    std::uint32_t ring_stride_ = 0;
+    std::uint32_t entry_size_ = 0;
+};
+
+}  // namespace tdctl::core

@@ -1,0 +1,247 @@
+// core/protocol/event_rings (the reader) against agent/event_rings.c (the
+// writer), both linked into this test: the agent makes its memfd region in
+// this process, and the reader maps it a second time through
+// /proc/self/fd/N, as tdctl maps a target's; the layout comes from the
+// agent's own _tdagent_db_ring_* descriptors through read_ring_layout().
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/protocol/event_rings.hpp"
+#include "ptrace/process_memory.hpp"
+
+extern "C" {
+struct tdagent_ring_region;
+struct tdagent_ring;
+struct tdagent_ring_put_args {
+    std::uint64_t subject;
+    std::uint64_t data;
+    std::int32_t subject_tid;
+    std::int32_t reporter_tid;
+    std::uint32_t event;
+};
+struct tdagent_ring_region* tdagent_ring_region();
+struct tdagent_ring* tdagent_ring_claim(struct tdagent_ring_region* region, pid_t tid);
+void tdagent_ring_release(struct tdagent_ring* r);
+int tdagent_ring_put(struct tdagent_ring* r, const tdagent_ring_put_args* e, int count_drop);
+extern char __tdagent_rings[];
+#define TDCTL_RING_DESCRIPTORS(X)                                                                                \
+    X(region_magic) X(region_version) X(region_ring_count) X(region_ring_entries) X(region_ring_offset)          \
+    X(region_ring_stride) X(region_entry_size) X(region_wake) X(region_heartbeat_ns) X(region_no_ring) X(head)   \
+    X(tail) X(drops) X(owner) X(entries) X(entry_time_ns) X(entry_subject) X(entry_data) X(entry_subject_tid)   \
+    X(entry_reporter_tid) X(entry_event)
+#define TDCTL_DECLARE(name) extern const std::uint32_t _tdagent_db_ring_##name[3];
+TDCTL_RING_DESCRIPTORS(TDCTL_DECLARE)
+}
+
+using namespace tdctl;
+
+namespace {
+
+// This process as a target: its own memory, and the agent's symbols linked in.
+class self_target final : public core::target_access {
+public:
+    self_target() : memory_(::getpid())
+    {
+#define TDCTL_ADD(name) symbols_["_tdagent_db_ring_" #name] = reinterpret_cast<std::uint64_t>(&_tdagent_db_ring_##name);
+        TDCTL_RING_DESCRIPTORS(TDCTL_ADD)
+        symbols_["__tdagent_rings"] = reinterpret_cast<std::uint64_t>(&__tdagent_rings[0]);
+    }
+    pid_t pid() const override { return ::getpid(); }
+    target_memory& memory() override { return memory_; }
+    std::optional<symbols::symbol> lookup_symbol(std::string_view module, std::string_view name) override
+    {
+        auto it = symbols_.find(std::string(name));
+        if (module != "libtdagent.so" || it == symbols_.end())
+            return std::nullopt;
+        return symbols::symbol{it->first, "", target_addr{it->second}, 0, 0, 0};
+    }
+    bool has_module(std::string_view module) override { return module == "libtdagent.so"; }
+    std::vector<tid_t> lwps() override { return {}; }
+    std::optional<target_addr> thread_pointer(tid_t) override { return std::nullopt; }
+
+private:
+    ptrace::process_memory memory_;
+    std::map<std::string, std::uint64_t> symbols_;
+};
+
+// The agent's region mapped a second time, as tdctl maps it.
+struct second_mapping {
+    std::span<std::byte> bytes;
+    core::ring_layout layout;
+
+    second_mapping()
+    {
+        REQUIRE(tdagent_ring_region() != nullptr);
+        self_target target;
+        auto anchor = core::read_ring_anchor(target);
+        REQUIRE(anchor.has_value());
+        REQUIRE(anchor->is_ready());
+        auto l = core::read_ring_layout(target);
+        REQUIRE(l.has_value());
+        layout = *l;
+        const std::string path = "/proc/self/fd/" + std::to_string(anchor->fd);
+        int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+        REQUIRE(fd >= 0);
+        void* p = ::mmap(nullptr, anchor->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        ::close(fd);
+        REQUIRE(p != MAP_FAILED);
+        bytes = std::span(static_cast<std::byte*>(p), anchor->size);
+    }
+    ~second_mapping() { ::munmap(bytes.data(), bytes.size()); }
+    second_mapping(const second_mapping&) = delete;
+    second_mapping& operator=(const second_mapping&) = delete;
+
+    core::ring_region region()
+    {
+        auto r = core::ring_region::open(bytes, layout);
+        REQUIRE(r.has_value());
+        return *r;
+    }
+};
+
+tdagent_ring_put_args entry(pid_t tid, std::uint64_t data)
+{
+    return {0x1000u + static_cast<std::uint64_t>(tid), data, tid, tid, TD_LOCK_TRY};
+}
+
+std::uint64_t monotonic_ns()
+{
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
+
+TEST_CASE("event rings: four producers and a consumer draining meanwhile: every entry once, in each thread's order")
+{
+    second_mapping m;
+    auto region = m.region();
+    constexpr std::uint64_t per_thread = 200000;
+    constexpr int producers = 4;
+    std::atomic<int> done{0};
+    std::vector<std::thread> threads;
+    std::atomic<std::uint64_t> full_retries{0};
+    const std::uint64_t before = monotonic_ns();
+    for (int p = 0; p < producers; ++p)
+        threads.emplace_back([&, p] {
+            const pid_t tid = 100000 + p;  // a made-up TID: the ring's owner
+            tdagent_ring* r = tdagent_ring_claim(tdagent_ring_region(), tid);
+            REQUIRE(r != nullptr);
+            for (std::uint64_t k = 0; k < per_thread; ++k) {
+                const auto e = entry(tid, k);
+                while (tdagent_ring_put(r, &e, 0) == 0) {  // full: lossless, so again
+                    full_retries.fetch_add(1, std::memory_order_relaxed);
+                    std::this_thread::yield();
+                }
+            }
+            tdagent_ring_release(r);
+            done.fetch_add(1);
+        });
+    std::map<pid_t, std::uint64_t> next;   // TID -> the data expected next
+    std::uint64_t taken = 0, out_of_order = 0, last_time = 0, unsorted = 0, too_early = 0;
+    while (taken < per_thread * producers) {
+        const bool all_done = done.load() == producers;
+        for (const auto& ev : region.drain_all()) {
+            if (ev.data != next[ev.reporter_tid]++)
+                ++out_of_order;
+            if (ev.time_ns < last_time)
+                ++unsorted;
+            last_time = ev.time_ns;
+            if (ev.time_ns < before)
+                ++too_early;
+            ++taken;
+        }
+        if (all_done && taken < per_thread * producers)
+            break;  // nothing more can come
+        last_time = 0;  // the order is per drain
+    }
+    for (auto& t : threads)
+        t.join();
+    for (const auto& ev : region.drain_all())  // none left
+        (void)ev, ++taken;
+    MESSAGE(full_retries.load(), " puts found their ring full and were made again");
+    CHECK(taken == per_thread * producers);
+    CHECK(out_of_order == 0);
+    CHECK(unsorted == 0);
+    CHECK(too_early == 0);  // stamped with CLOCK_MONOTONIC, after the test began
+    CHECK(next.size() == producers);
+    for (const auto& [tid, n] : next)
+        CHECK(n == per_thread);
+    CHECK(region.drops() == 0);
+}
+
+TEST_CASE("event rings: a full ring refuses a put (counted as a drop when asked) and overwrites nothing")
+{
+    second_mapping m;
+    auto region = m.region();
+    region.drain_all();  // free what earlier cases left
+    tdagent_ring* r = tdagent_ring_claim(tdagent_ring_region(), 4242);
+    REQUIRE(r != nullptr);
+    const std::uint64_t drops_before = region.drops();
+    for (std::uint64_t k = 0; k < region.ring_entries(); ++k) {
+        const auto e = entry(4242, k);
+        REQUIRE(tdagent_ring_put(r, &e, 1) == 1);
+    }
+    const auto extra = entry(4242, 999999);
+    for (int i = 0; i < 5; ++i)
+        CHECK(tdagent_ring_put(r, &extra, 1) == 0);
+    CHECK(tdagent_ring_put(r, &extra, 0) == 0);  // not counted
+    CHECK(region.drops() - drops_before == 5);
+    auto events = region.drain_all();
+    REQUIRE(events.size() == region.ring_entries());
+    for (std::uint64_t k = 0; k < events.size(); ++k)
+        CHECK(events[k].data == k);
+    CHECK(events.front().event == TD_LOCK_TRY);
+    CHECK(events.front().subject == target_addr{0x1000u + 4242});
+    CHECK(events.front().subject_tid == 4242);
+    // Drained: room again. Released and drained: the ring is free for another thread.
+    CHECK(tdagent_ring_put(r, &extra, 1) == 1);
+    tdagent_ring_release(r);
+    CHECK(region.drain_all().size() == 1);
+    tdagent_ring* again = tdagent_ring_claim(tdagent_ring_region(), 4343);
+    CHECK(again == r);  // the first free ring
+    tdagent_ring_release(again);
+    region.drain_all();
+}
+
+TEST_CASE("event rings: drain_all merges the rings by the target's clock")
+{
+    second_mapping m;
+    auto region = m.region();
+    region.drain_all();
+    tdagent_ring* a = tdagent_ring_claim(tdagent_ring_region(), 7001);
+    tdagent_ring* b = tdagent_ring_claim(tdagent_ring_region(), 7002);
+    REQUIRE(a != nullptr);
+    REQUIRE(b != nullptr);
+    for (std::uint64_t k = 0; k < 10; ++k) {
+        const auto e = entry(k % 2 == 0 ? 7001 : 7002, k);
+        REQUIRE(tdagent_ring_put(k % 2 == 0 ? a : b, &e, 0) == 1);
+    }
+    auto events = region.drain_all();
+    REQUIRE(events.size() == 10);
+    for (std::uint64_t k = 0; k < 10; ++k)
+        CHECK(events[k].data == k);
+    tdagent_ring_release(a);
+    tdagent_ring_release(b);
+    region.drain_all();
+}
+
+TEST_CASE("event rings: a region whose header is not the agent's is not opened")
+{
+    second_mapping m;
+    std::vector<std::byte> zeros(m.bytes.size());
+    CHECK_FALSE(core::ring_region::open(zeros, m.layout).has_value());
+    CHECK_FALSE(core::ring_region::open(m.bytes.first(64), m.layout).has_value());  // rings outside
+    CHECK(core::ring_region::open(m.bytes, m.layout).has_value());
+}
