@@ -15,7 +15,7 @@ TDAGENT_EXPORT int pthread_setconcurrency(int level)
     if (err == 0) {
         __atomic_store_n(&__tdagent_concurrency, level, __ATOMIC_RELEASE);
         struct tdagent_thread *self = tdagent_self;
-        if (TDAGENT_UNLIKELY(self->report_events)) {
+        if (TDAGENT_UNLIKELY(tdagent_reporting(self))) {
             self = tdagent_known_self(self);
             tdagent_report(self, self, TD_CONCURRENCY, (void *)(intptr_t)level);
         }

@@ -95,17 +95,29 @@ static void stop_with_signal(void (*function)(struct tdagent_thread *), struct t
     tdagent_stop_for_report(function, subject, &mask);
 }
 
-/* Writes the event to the reporting thread's ring when the controller
- * streams it: 1 when written (no stop, no buffer), 0 to report the usual way
- * (not streamed, no ring to be had, a full ring, or a signal handler that
- * interrupted this thread's own put: one producer per ring, never
- * re-entered). */
+/* The controller streams `event` and `reporter` is a known thread. */
+static int stream_selected(const struct tdagent_thread *reporter, td_event_e event)
+{
+    if (!__atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED) || event < TD_MIN_EVENT_NUM ||
+        event > TD_MAX_EVENT_NUM || reporter == &tdagent_unregistered || reporter == &tdagent_departed)
+        return 0;
+    uint32_t streamed = __atomic_load_n(&__tdagent_stream_events.event_bits[__td_eventword(event)], __ATOMIC_RELAXED);
+    return (streamed & __td_eventmask(event)) != 0;
+}
+
+int tdagent_event_wanted(const struct tdagent_thread *reporter, td_event_e event)
+{
+    return tdagent_event_selected(reporter, event) || stream_selected(reporter, event);
+}
+
+/* Writes a streamed event to the reporting thread's ring: 1 when written
+ * (no stop, no buffer), 0 to report the usual way (no ring to be had, a
+ * full ring, or a signal handler that interrupted this thread's own put:
+ * one producer per ring, never re-entered). */
 static int stream_report(struct tdagent_thread *reporter, struct tdagent_thread *subject, td_event_e event,
                          void *data)
 {
-    uint32_t streamed = __atomic_load_n(&__tdagent_stream_events.event_bits[__td_eventword(event)], __ATOMIC_RELAXED);
-    if ((streamed & __td_eventmask(event)) == 0 || reporter == &tdagent_unregistered ||
-        reporter == &tdagent_departed || reporter->ring == TDAGENT_RING_RELEASED || reporter->ring_busy)
+    if (reporter->ring == TDAGENT_RING_RELEASED || reporter->ring_busy)
         return 0;
     reporter->ring_busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -130,9 +142,14 @@ void tdagent_report(struct tdagent_thread *reporter, struct tdagent_thread *subj
 {
     /* The shared records of unknown and departed threads never hold a
      * message (several threads would write one buffer). */
-    if (!tdagent_event_selected(reporter, event) || subject == &tdagent_unregistered || subject == &tdagent_departed)
+    if (subject == &tdagent_unregistered || subject == &tdagent_departed)
         return;
-    if (stream_report(reporter, subject, event, data))
+    const int streamed = stream_selected(reporter, event);
+    if (!streamed && !tdagent_event_selected(reporter, event))
+        return;
+    /* A streamed event the ring cannot take is reported the usual way
+     * (the controller keeps that way armed): nothing is lost. */
+    if (streamed && stream_report(reporter, subject, event, data))
         return;
     void (*function)(struct tdagent_thread *) = tdagent_report_functions[event];
     if (function == NULL)

@@ -67,8 +67,10 @@ struct tdagent_ring_region {
 };
 
 TDAGENT_EXPORT struct tdagent_rings_anchor __tdagent_rings;
-/* Events written to the rings instead of stopping (the controller sets it). */
+/* Events written to the rings instead of stopping, and the flag that has
+ * every known thread stream them (the controller sets both). */
 TDAGENT_EXPORT td_thr_events_t __tdagent_stream_events;
+TDAGENT_EXPORT unsigned char __tdagent_streaming;
 
 #define MEMBER_SIZE(type, member) (sizeof(((type *)0)->member))
 #define RING_FIELD(name, type, member) \
@@ -202,4 +204,5 @@ void tdagent_rings_after_fork_child(void)
     memset(&__tdagent_rings, 0, sizeof __tdagent_rings);
     /* Nobody drains a child's rings: it reports as it would without them. */
     memset(&__tdagent_stream_events, 0, sizeof __tdagent_stream_events);
+    __atomic_store_n(&__tdagent_streaming, 0, __ATOMIC_RELAXED);
 }

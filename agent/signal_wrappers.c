@@ -69,7 +69,7 @@ static void catch_trampoline(int sig, siginfo_t *info, void *context)
     struct tdagent_thread *self = tdagent_self;
     if (self != &tdagent_unregistered)
         __atomic_add_fetch(&self->nsignals, 1, __ATOMIC_RELAXED);
-    if (TDAGENT_UNLIKELY(self->report_events))
+    if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
         tdagent_report(self, self, TD_CATCHSIG, (void *)(intptr_t)sig);
 
     struct user_action action = {NULL, 0};

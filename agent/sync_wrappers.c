@@ -1,7 +1,8 @@
 /* Locks, condition variables, semaphores and barriers.
  *
  * Reporting off (the common case), each wrapper costs one thread-local load,
- * one load of report_events and a branch before forwarding.
+ * one load of report_events (and of the streaming flag) and a branch before
+ * forwarding.
  *
  * Reporting on:
  *   locks (mutex, rwlock, spin): a try-lock first; only if the lock is
@@ -75,7 +76,7 @@ __attribute__((noinline)) static int mutex_lock_reporting(struct tdagent_thread 
 TDAGENT_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
 {
     struct tdagent_thread *self = tdagent_self;
-    if (TDAGENT_UNLIKELY(self->report_events))
+    if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return mutex_lock_reporting(tdagent_known_self(self), m);
     return tdagent_real.pthread_mutex_lock(m);
 }
@@ -91,7 +92,7 @@ __attribute__((noinline)) static int mutex_trylock_reporting(struct tdagent_thre
 TDAGENT_EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
 {
     struct tdagent_thread *self = tdagent_self;
-    if (TDAGENT_UNLIKELY(self->report_events))
+    if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return mutex_trylock_reporting(tdagent_known_self(self), m);
     return tdagent_real.pthread_mutex_trylock(m);
 }
@@ -99,7 +100,7 @@ TDAGENT_EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
 TDAGENT_EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *abstime)
 {
     struct tdagent_thread *self = tdagent_self;
-    if (!TDAGENT_UNLIKELY(self->report_events))
+    if (!TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return tdagent_real.pthread_mutex_timedlock(m, abstime);
     self = tdagent_known_self(self);
     int err = tdagent_real.pthread_mutex_trylock(m);
@@ -116,7 +117,7 @@ TDAGENT_EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct time
 TDAGENT_EXPORT int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clock, const struct timespec *abstime)
 {
     struct tdagent_thread *self = tdagent_self;
-    if (!TDAGENT_UNLIKELY(self->report_events))
+    if (!TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return tdagent_real.pthread_mutex_clocklock(m, clock, abstime);
     self = tdagent_known_self(self);
     int err = tdagent_real.pthread_mutex_trylock(m);
@@ -165,7 +166,7 @@ __attribute__((noinline)) static int rwlock_reporting(struct tdagent_thread *sel
 TDAGENT_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *l)
 {
     struct tdagent_thread *self = tdagent_self;
-    if (TDAGENT_UNLIKELY(self->report_events))
+    if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return rwlock_reporting(tdagent_known_self(self), rd, l, 0, NULL);
     return tdagent_real.pthread_rwlock_rdlock(l);
 }
@@ -173,7 +174,7 @@ TDAGENT_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *l)
 TDAGENT_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *l)
 {
     struct tdagent_thread *self = tdagent_self;
-    if (TDAGENT_UNLIKELY(self->report_events))
+    if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return rwlock_reporting(tdagent_known_self(self), wr, l, 0, NULL);
     return tdagent_real.pthread_rwlock_wrlock(l);
 }
@@ -181,7 +182,7 @@ TDAGENT_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *l)
 TDAGENT_EXPORT int pthread_rwlock_timedrdlock(pthread_rwlock_t *l, const struct timespec *t)
 {
     struct tdagent_thread *self = tdagent_self;
-    if (TDAGENT_UNLIKELY(self->report_events))
+    if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return rwlock_reporting(tdagent_known_self(self), timed_rd, l, 0, t);
     return tdagent_real.pthread_rwlock_timedrdlock(l, t);
 }
@@ -189,7 +190,7 @@ TDAGENT_EXPORT int pthread_rwlock_timedrdlock(pthread_rwlock_t *l, const struct 
 TDAGENT_EXPORT int pthread_rwlock_timedwrlock(pthread_rwlock_t *l, const struct timespec *t)
 {
     struct tdagent_thread *self = tdagent_self;
-    if (TDAGENT_UNLIKELY(self->report_events))
+    if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return rwlock_reporting(tdagent_known_self(self), timed_wr, l, 0, t);
     return tdagent_real.pthread_rwlock_timedwrlock(l, t);
 }
@@ -197,7 +198,7 @@ TDAGENT_EXPORT int pthread_rwlock_timedwrlock(pthread_rwlock_t *l, const struct 
 TDAGENT_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t c, const struct timespec *t)
 {
     struct tdagent_thread *self = tdagent_self;
-    if (TDAGENT_UNLIKELY(self->report_events))
+    if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return rwlock_reporting(tdagent_known_self(self), clock_rd, l, c, t);
     return tdagent_real.pthread_rwlock_clockrdlock(l, c, t);
 }
@@ -205,7 +206,7 @@ TDAGENT_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t c, 
 TDAGENT_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t c, const struct timespec *t)
 {
     struct tdagent_thread *self = tdagent_self;
-    if (TDAGENT_UNLIKELY(self->report_events))
+    if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return rwlock_reporting(tdagent_known_self(self), clock_wr, l, c, t);
     return tdagent_real.pthread_rwlock_clockwrlock(l, c, t);
 }
@@ -226,7 +227,7 @@ __attribute__((noinline)) static int spin_lock_reporting(struct tdagent_thread *
 TDAGENT_EXPORT int pthread_spin_lock(pthread_spinlock_t *l)
 {
     struct tdagent_thread *self = tdagent_self;
-    if (TDAGENT_UNLIKELY(self->report_events))
+    if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return spin_lock_reporting(tdagent_known_self(self), l);
     return tdagent_real.pthread_spin_lock(l);
 }
@@ -236,7 +237,7 @@ TDAGENT_EXPORT int pthread_spin_lock(pthread_spinlock_t *l)
 TDAGENT_EXPORT int pthread_cond_wait(pthread_cond_t *cv, pthread_mutex_t *m)
 {
     struct tdagent_thread *self = tdagent_self;
-    if (!TDAGENT_UNLIKELY(self->report_events))
+    if (!TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return tdagent_real.pthread_cond_wait(cv, m);
     self = tdagent_known_self(self);
     tdagent_report(self, self, TD_SLEEP, cv);
@@ -256,7 +257,7 @@ static int finish_timed_cond_wait(struct tdagent_thread *self, pthread_cond_t *c
 TDAGENT_EXPORT int pthread_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *m, const struct timespec *abstime)
 {
     struct tdagent_thread *self = tdagent_self;
-    if (!TDAGENT_UNLIKELY(self->report_events))
+    if (!TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return tdagent_real.pthread_cond_timedwait(cv, m, abstime);
     self = tdagent_known_self(self);
     tdagent_report(self, self, TD_SLEEP, cv);
@@ -267,7 +268,7 @@ TDAGENT_EXPORT int pthread_cond_clockwait(pthread_cond_t *cv, pthread_mutex_t *m
                                           const struct timespec *abstime)
 {
     struct tdagent_thread *self = tdagent_self;
-    if (!TDAGENT_UNLIKELY(self->report_events))
+    if (!TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return tdagent_real.pthread_cond_clockwait(cv, m, clock, abstime);
     self = tdagent_known_self(self);
     tdagent_report(self, self, TD_SLEEP, cv);
@@ -313,7 +314,7 @@ static int sem_forward(enum sem_call kind, sem_t *s, clockid_t clock, const stru
 static int sem_wait_reported(enum sem_call kind, sem_t *s, clockid_t clock, const struct timespec *t)
 {
     struct tdagent_thread *self = tdagent_self;
-    if (!TDAGENT_UNLIKELY(self->report_events))
+    if (!TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return took(s, sem_forward(kind, s, clock, t));
     self = tdagent_known_self(self);
     if (sem_try(s))
@@ -383,7 +384,7 @@ TDAGENT_EXPORT int sem_post(sem_t *s)
 TDAGENT_EXPORT int pthread_barrier_wait(pthread_barrier_t *b)
 {
     struct tdagent_thread *self = tdagent_self;
-    if (!TDAGENT_UNLIKELY(self->report_events))
+    if (!TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return tdagent_real.pthread_barrier_wait(b);
     self = tdagent_known_self(self);
     tdagent_report(self, self, TD_SLEEP, b);

@@ -138,10 +138,13 @@ struct tdagent_rings_anchor {
     uint64_t address;
 };
 extern struct tdagent_rings_anchor __tdagent_rings;
-/* Events a thread whose reporting is on writes to its ring instead of
- * reporting them the usual way; a full ring, or no free ring, falls back to
- * the usual way. */
+/* Events a thread writes to its ring instead of reporting them the usual
+ * way, while __tdagent_streaming is set; a full ring, or no free ring, falls
+ * back to the usual way. */
 extern td_thr_events_t __tdagent_stream_events;
+/* Set with __tdagent_stream_events: every known thread streams those events,
+ * whatever its own report_events (a thread born meanwhile too). */
+extern unsigned char __tdagent_streaming;
 
 /* Reporting functions: each a one-byte `ret` followed by int3 padding, called
  * with the record whose buffer holds the message (for TD_CREATE the new

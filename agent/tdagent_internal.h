@@ -39,12 +39,29 @@ void tdagent_ensure_init(void) TDAGENT_HIDDEN;
  * the record, or tdagent_unregistered when none can be had. */
 struct tdagent_thread *tdagent_adopt(void) TDAGENT_HIDDEN;
 
-/* The record a wrapper reports with once it saw report_events on: an unknown
- * thread's is tdagent_unregistered, whose flag only a controller turns on,
- * asking for unknown threads to be adopted. */
+/* Set by a controller that streams events (event_rings.c): every thread
+ * then takes its wrappers' reporting path. Read through the GOT like every
+ * protocol variable: a program linked with the agent that names it holds
+ * the one copy (a copy relocation), which a hidden alias would not see. */
+extern unsigned char __tdagent_streaming;
+
+/* Whether a wrapper takes its reporting path: the thread's report_events,
+ * or a controller streaming events. One thread-local load, one load of the
+ * flag and one of a global byte, and a branch, when neither is on. */
+static inline int tdagent_reporting(const struct tdagent_thread *self)
+{
+    return self->report_events | __atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED);
+}
+
+/* The record a wrapper reports with once tdagent_reporting() said so: an
+ * unknown thread's is tdagent_unregistered, whose flag only a controller
+ * turns on, asking for unknown threads to be adopted (streaming alone does
+ * not adopt them: they stream nothing). */
 static inline struct tdagent_thread *tdagent_known_self(struct tdagent_thread *self)
 {
-    return TDAGENT_UNLIKELY(self == &tdagent_unregistered) ? tdagent_adopt() : self;
+    if (TDAGENT_UNLIKELY(self == &tdagent_unregistered) && self->report_events)
+        return tdagent_adopt();
+    return self;
 }
 
 /* ---- reporting (event_report.c) ---------------------------------------- */
@@ -52,6 +69,9 @@ static inline struct tdagent_thread *tdagent_known_self(struct tdagent_thread *s
 /* Whether `reporter` reports `event`: report_events on and the event in its
  * own mask or the global mask (the seed's rule). */
 int tdagent_event_selected(const struct tdagent_thread *reporter, td_event_e event) TDAGENT_HIDDEN;
+/* Selected, or streamed by `reporter` (__tdagent_streaming and the event in
+ * __tdagent_stream_events: every known thread, whatever its own flag). */
+int tdagent_event_wanted(const struct tdagent_thread *reporter, td_event_e event) TDAGENT_HIDDEN;
 
 /* Reports `event` with `data` into subject's buffer if `reporter` reports it:
  * fills the buffer (overwriting an unread message), pushes subject on

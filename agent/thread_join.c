@@ -33,7 +33,7 @@ TDAGENT_EXPORT int pthread_join(pthread_t thread, void **value)
     struct tdagent_thread *self = tdagent_self;
     struct tdagent_thread *rec = tdagent_registry_find(thread);
     int err;
-    if (!TDAGENT_UNLIKELY(self->report_events)) {
+    if (!TDAGENT_UNLIKELY(tdagent_reporting(self))) {
         err = tdagent_real.pthread_join(thread, value);
     } else {
         self = tdagent_known_self(self);
@@ -59,7 +59,7 @@ TDAGENT_EXPORT int pthread_timedjoin_np(pthread_t thread, void **value, const st
     struct tdagent_thread *self = tdagent_self;
     struct tdagent_thread *rec = tdagent_registry_find(thread);
     int err;
-    if (!TDAGENT_UNLIKELY(self->report_events)) {
+    if (!TDAGENT_UNLIKELY(tdagent_reporting(self))) {
         err = tdagent_real.pthread_timedjoin_np(thread, value, abstime);
     } else {
         self = tdagent_known_self(self);
@@ -79,7 +79,7 @@ TDAGENT_EXPORT int pthread_clockjoin_np(pthread_t thread, void **value, clockid_
     struct tdagent_thread *self = tdagent_self;
     struct tdagent_thread *rec = tdagent_registry_find(thread);
     int err;
-    if (!TDAGENT_UNLIKELY(self->report_events)) {
+    if (!TDAGENT_UNLIKELY(tdagent_reporting(self))) {
         err = tdagent_real.pthread_clockjoin_np(thread, value, clock, abstime);
     } else {
         self = tdagent_known_self(self);

@@ -221,7 +221,7 @@ TDAGENT_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
 {
     tdagent_ensure_init();
     struct tdagent_thread *self = tdagent_self;
-    if (TDAGENT_UNLIKELY(self->report_events))
+    if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
         self = tdagent_known_self(self);
     struct tdagent_thread *rec = tdagent_registry_alloc();
     if (rec == NULL)
@@ -240,7 +240,7 @@ TDAGENT_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
         pthread_attr_getdetachstate(attr, &detach_state);
     rec->state = detach_state == PTHREAD_CREATE_DETACHED ? TDAGENT_DETACHED : TDAGENT_JOINABLE;
     /* Only a creator that will report makes the new thread wait. */
-    rec->hold = tdagent_event_selected(self, TD_CREATE) || tdagent_event_selected(self, TD_CONCURRENCY);
+    rec->hold = tdagent_event_wanted(self, TD_CREATE) || tdagent_event_wanted(self, TD_CONCURRENCY);
 
     int err = tdagent_real.pthread_create(thread, attr, thread_start, rec);
     if (err != 0) {
@@ -270,7 +270,7 @@ TDAGENT_EXPORT void pthread_exit(void *value)
     /* Threads the agent started report from their start wrapper's cleanup
      * handler, after the user's own cleanup handlers; the initial thread
      * has no wrapper and reports here. */
-    if (TDAGENT_UNLIKELY(self->report_events))
+    if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
         self = tdagent_known_self(self);
     if (self != &tdagent_unregistered && !self->has_trampoline)
         thread_exit_hook(self);

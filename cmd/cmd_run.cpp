@@ -109,6 +109,18 @@ std::optional<std::vector<td_event_e>> watch_events(command_context& c, const st
     return parsed;
 }
 
+// `watch --stream`: the agent's rings can carry the events, and no option
+// needs a stop; false after the error that says why not.
+bool can_stream(command_context& c, const run_options& options, const std::string& where)
+{
+    std::string why = options.bt ? "--bt needs each event to stop its thread"
+                                 : c.session().stream().unavailable_reason();
+    if (why.empty())
+        return true;
+    c.check.usage_error(where, "watch --stream: " + why);
+    return false;
+}
+
 }  // namespace
 
 command_status cmd_stop(command_context& c, const words& w, const std::string& where)
@@ -155,17 +167,24 @@ command_status cmd_stop(command_context& c, const words& w, const std::string& w
 
 command_status cmd_watch(command_context& c, const words& w, const std::string& where)
 {
-    static constexpr run_option_grammar grammar{option_for | option_count | option_bt,
-                                                run_option_grammar::operand_kind::plain, " (e.g. 5, 2.5s, 500ms)",
-                                                "usage: watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]]"};
+    static constexpr run_option_grammar grammar{
+        option_for | option_count | option_bt | option_stream, run_option_grammar::operand_kind::plain,
+        " (e.g. 5, 2.5s, 500ms)", "usage: watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]] [--stream]"};
     auto options = c.check.parse_options(w, 1, grammar, where);
     if (!options || !c.check.require_agent(where))
         return command_status::failed;
     auto list = watch_events(c, options->operand, where);
-    if (!list)
+    if (!list || (options->stream && !can_stream(c, *options, where)))
         return command_status::failed;
     if (auto r = c.session().arm(*list); !r)
         return c.check.td_error(r.error(), fmt::format("{}: watch", where));
+    if (options->stream) {
+        if (!c.session().stream().start(*list))
+            return c.check.usage_error(where, "watch --stream: the agent's event rings could not be switched on");
+        c.out.note(fmt::format("watch: {} through the agent's event rings, no stop per event (a report a ring "
+                               "cannot take stops as usual)",
+                               join_events(*list)));
+    }
     core::usage_window_scope usage(c.session().accounting(), core::counter_depth::times, time_split_named_rows);
     event_stacks_scope stacks(c.session(), static_cast<int>(options->bt.value_or(0)));
     if (c.trace != nullptr)
@@ -184,6 +203,13 @@ command_status cmd_watch(command_context& c, const words& w, const std::string& 
         ++seen;
         return count && seen >= *count;
     });
+    // What the rings still hold was written before the watch ended.
+    for (const auto& msg : c.session().stream().stop()) {
+        if (count && seen >= *count)
+            break;
+        c.out.event(msg);
+        ++seen;
+    }
     auto split = c.session().accounting().take_usage_window();
     // Closed before the disarm: its settling takes every late exit stop,
     // and none of them need reading any more. Detach puts back what arm

@@ -163,7 +163,9 @@ std::expected<run_options, std::string> parse_run_options(const std::vector<std:
     run_options got;
     for (std::size_t i = first; i < words.size(); ++i) {
         std::optional<std::string> bad_bt;
-        if (read_bt_option(words[i], grammar, got, bad_bt)) {
+        if (words[i] == "--stream" && (grammar.options & option_stream) != 0) {
+            got.stream = true;
+        } else if (read_bt_option(words[i], grammar, got, bad_bt)) {
             if (bad_bt)
                 return std::unexpected(*bad_bt);
         } else if (takes_option(words[i], grammar) && i + 1 < words.size()) {

@@ -35,6 +35,7 @@ enum run_option : unsigned {
     option_limit = 16,     ///< --limit N (N >= 1)
     option_bt = 32,        ///< --bt or --bt=DEPTH (DEPTH >= 1; one word)
     option_top = 64,       ///< --top N (N >= 1)
+    option_stream = 128,   ///< --stream (no value)
 };
 
 /// Frames per event of a bare `--bt` (as many as `bt` shows).
@@ -62,6 +63,7 @@ struct run_options {
     std::optional<long long> limit;     ///< --limit, >= 1
     std::optional<long long> bt;        ///< --bt[=DEPTH]: frames per event, >= 1
     std::optional<long long> top;       ///< --top, >= 1
+    bool stream = false;                ///< --stream
     std::string operand;                ///< empty when none was given
 };
 

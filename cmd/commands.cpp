@@ -40,7 +40,7 @@ std::span<const command_entry> command_table()
          "  (and removes these breakpoints). Threads must have the events in a mask and\n"
          "  reporting enabled (`event set`, `event enable on all`)."},
         {"watch", {}, cmd_watch, stop_use::shares,
-         "watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]]\n"
+         "watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]] [--stream]\n"
          "  Arm the events (default: every event the thread library reports), enable\n"
          "  reporting on every thread and each new one, and print each message as it is\n"
          "  drained. Ends after N messages, after the duration, on Ctrl-C, or when the\n"
@@ -48,7 +48,9 @@ std::span<const command_entry> command_table()
          "  the watch is split: on CPU, waiting for a CPU (run queue), off CPU, and the\n"
          "  watch's messages are summarised (as `summary` does for the session).\n"
          "  --bt: each event also carries the reporting thread's call stack (the creator's\n"
-         "  for TD_CREATE, the dying thread's for TD_DEATH), at most DEPTH frames (64)."},
+         "  for TD_CREATE, the dying thread's for TD_DEATH), at most DEPTH frames (64).\n"
+         "  --stream (with the agent): threads write events to rings tdctl drains while\n"
+         "  they run; no thread stops for an event (no --bt, no start routines)."},
         {"summary", {}, cmd_summary, stop_use::releases,
          "summary [--top N]\n"
          "  The event messages printed so far in the session: counts per event type,\n"
@@ -167,7 +169,7 @@ std::string help_text(const std::string& command)
                "  event addr|set|clear|enable|getmsg ...\n"
                "                                   the td_* event calls by hand (help event)\n"
                "  stop EVENTS [--for S]            run until a thread reports one of EVENTS, then hold\n"
-               "  watch [EVENTS] [--count N] [--for S] [--bt[=DEPTH]]\n"
+               "  watch [EVENTS] [--count N] [--for S] [--bt[=DEPTH]] [--stream]\n"
                "                                   print every event as it happens\n"
                "  summary [--top N]                counts of the events seen, per call site and start routine\n"
                "  locks [--for S] [--interval S] [--top N] [--bt=DEPTH]\n"

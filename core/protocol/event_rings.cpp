@@ -62,27 +62,33 @@ std::uint64_t plain_word(const std::byte* base, const ring_field& f)
 
 }  // namespace
 
+std::span<const ring_layout_field> ring_layout_fields()
+{
+    using l = ring_layout;
+    static constexpr ring_layout_field fields[] = {
+        {&l::magic, "region_magic"},          {&l::version, "region_version"},
+        {&l::ring_count, "region_ring_count"}, {&l::ring_entries, "region_ring_entries"},
+        {&l::ring_offset, "region_ring_offset"}, {&l::ring_stride, "region_ring_stride"},
+        {&l::entry_size, "region_entry_size"}, {&l::wake, "region_wake"},
+        {&l::heartbeat_ns, "region_heartbeat_ns"}, {&l::no_ring, "region_no_ring"},
+        {&l::head, "head"},                   {&l::tail, "tail"},
+        {&l::drops, "drops"},                 {&l::owner, "owner"},
+        {&l::entries, "entries"},             {&l::time_ns, "entry_time_ns"},
+        {&l::subject, "entry_subject"},       {&l::data, "entry_data"},
+        {&l::subject_tid, "entry_subject_tid"}, {&l::reporter_tid, "entry_reporter_tid"},
+        {&l::event, "entry_event"},
+    };
+    return fields;
+}
+
 std::optional<ring_layout> read_ring_layout(target_access& target)
 {
     ring_layout l;
-    const std::pair<ring_field*, std::string_view> fields[] = {
-        {&l.magic, "region_magic"},          {&l.version, "region_version"},
-        {&l.ring_count, "region_ring_count"}, {&l.ring_entries, "region_ring_entries"},
-        {&l.ring_offset, "region_ring_offset"}, {&l.ring_stride, "region_ring_stride"},
-        {&l.entry_size, "region_entry_size"}, {&l.wake, "region_wake"},
-        {&l.heartbeat_ns, "region_heartbeat_ns"}, {&l.no_ring, "region_no_ring"},
-        {&l.head, "head"},                   {&l.tail, "tail"},
-        {&l.drops, "drops"},                 {&l.owner, "owner"},
-        {&l.entries, "entries"},             {&l.time_ns, "entry_time_ns"},
-        {&l.subject, "entry_subject"},       {&l.data, "entry_data"},
-        {&l.subject_tid, "entry_subject_tid"}, {&l.reporter_tid, "entry_reporter_tid"},
-        {&l.event, "entry_event"},
-    };
-    for (auto [field, name] : fields) {
+    for (const auto& [member, name] : ring_layout_fields()) {
         auto f = field_of(target, name);
         if (!f)
             return std::nullopt;
-        *field = *f;
+        l.*member = *f;
     }
     for (const ring_field* f : {&l.magic, &l.version, &l.ring_count, &l.ring_entries, &l.ring_offset, &l.ring_stride,
                                 &l.entry_size, &l.wake, &l.heartbeat_ns, &l.no_ring, &l.head, &l.tail, &l.drops,

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include <sys/types.h>
@@ -41,6 +42,14 @@ struct ring_layout {
     // an entry (at a ring's entries + k * entry_size)
     ring_field time_ns, subject, data, subject_tid, reporter_tid, event;
 };
+
+/// Each field of ring_layout and the name of its descriptor (after
+/// "_tdagent_db_ring_"), e.g. {&ring_layout::head, "head"}.
+struct ring_layout_field {
+    ring_field ring_layout::*member;
+    std::string_view name;
+};
+std::span<const ring_layout_field> ring_layout_fields();
 
 /// The layout from the agent's _tdagent_db_ring_* descriptors in `target`;
 /// std::nullopt when one is missing (an agent without rings) or has a size

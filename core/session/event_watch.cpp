@@ -396,7 +396,7 @@ std::optional<event_watch::drained> event_watch::from_list(tid_t reporter)
     return d;
 }
 
-std::optional<events::event_message> event_watch::at_exit_stop(tid_t lwp, bool silent)
+std::optional<events::event_message> event_watch::at_exit_stop(tid_t lwp, bool silent, bool every_thread_reports)
 {
     bool reported = death_reported_.erase(lwp) > 0;
     // The main thread's end is the process's.
@@ -407,7 +407,7 @@ std::optional<events::event_message> event_watch::at_exit_stop(tid_t lwp, bool s
         return std::nullopt;  // not a thread of the library
     auto& p = target_.agent()->protocol();
     auto on = p.read_report_events(*handle);
-    if (!on || !*on)
+    if (!every_thread_reports && (!on || !*on))
         return std::nullopt;  // it does not report
     (void)p.consume(*handle);
     if (silent)

@@ -83,7 +83,12 @@ public:
     /// reports events but never reached the reporting address (exit_group)
     /// gets its TD_DEATH from here (origin "lwp-exit"); its buffer is
     /// consumed. std::nullopt when there is none, or when `silent`.
-    std::optional<events::event_message> at_exit_stop(tid_t lwp, bool silent);
+    /// With `every_thread_reports` (TD_DEATH streamed: every thread reports
+    /// it, whatever its flag), a thread's own flag is not asked.
+    std::optional<events::event_message> at_exit_stop(tid_t lwp, bool silent, bool every_thread_reports = false);
+    /// ns from `lwp`'s birth to now: from its clone stop when it was born
+    /// while traced, else from /proc starttime (clock ticks since boot).
+    std::optional<std::uint64_t> lifetime_of(tid_t lwp);
     /// `former`, a thread other than the main one, exec'd: its old LWP is
     /// gone. While TD_DEATH is armed, its TD_DEATH (origin "exec");
     /// `thread_pointer` is what the exec stop reported. Forgets every LWP
@@ -168,9 +173,6 @@ private:
     static events::event_message message_of(td_event_e event, tid_t reporter, const message_subject& subject,
                                             std::string_view origin, std::optional<pid_t> ns_tid,
                                             std::string name);
-    /// ns from `lwp`'s birth to now: from its clone stop when it was born
-    /// while traced, else from /proc starttime (clock ticks since boot).
-    std::optional<std::uint64_t> lifetime_of(tid_t lwp);
 
     live_target& target_;
     report_changes& changes_;

@@ -18,6 +18,7 @@ session::session(std::unique_ptr<ptrace::traced_process> process, bool late_agen
       births_(target_, changes_),
       stacks_(target_),
       watch_(target_, changes_, births_, stacks_),
+      stream_(target_),
       late_reports_(target_, births_, changes_),
       routing_(target_),
       accounting_(target_)
@@ -289,6 +290,9 @@ std::vector<session_event> session::pump(int timeout_ms)
     // queued is handed out with it, with no look for more (a look that finds
     // nothing is a system call the target waits for). A look (0) goes on for
     // at most pump_look_seconds of stops, however fast they come.
+    // Streaming: the rings are drained at least every drain_interval_ms.
+    if (stream_.is_active() && (timeout_ms < 0 || timeout_ms > event_stream::drain_interval_ms))
+        timeout_ms = event_stream::drain_interval_ms;
     auto& process = target_.process();
     const double end = seconds_since_start() + (timeout_ms == 0 ? pump_look_seconds : timeout_ms / 1000.0);
     auto held_for_user = [&] { return !out.empty() && out.back().what == session_event::kind::stopped_at_event; };
@@ -306,7 +310,17 @@ std::vector<session_event> session::pump(int timeout_ms)
         if (timeout_ms >= 0 && seconds_since_start() >= end)
             break;
     }
+    take_streamed(out);
     return out;
+}
+
+void session::take_streamed(std::vector<session_event>& out)
+{
+    for (auto& msg : stream_.drain()) {
+        if (msg.event == TD_DEATH && msg.tid.value != 0)
+            msg.lifetime_ns = watch_.lifetime_of(msg.tid);
+        out.push_back(session_event{session_event::kind::message, std::move(msg), 0, {}});
+    }
 }
 
 // ---------------------------------------------------------------- the dispatch
@@ -406,9 +420,13 @@ void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<sessio
         backend->on_lwp_gone(ev.tid);
     births_.on_exit(ev.tid, watch_.mode());
     // A thread killed by exit_group (or by the exec of another thread) never
-    // reaches the TD_DEATH reporting address, yet it did terminate.
-    if (auto death = watch_.at_exit_stop(ev.tid, silent))
-        out.push_back(session_event{session_event::kind::message, std::move(*death), 0, {}});
+    // reaches the TD_DEATH reporting address, yet it did terminate. A
+    // streamed TD_DEATH was written before this stop: the rings say.
+    if (stream_.is_active() && !silent)
+        take_streamed(out);
+    if (!stream_.took_death_of(ev.tid))
+        if (auto death = watch_.at_exit_stop(ev.tid, silent, stream_.streams(TD_DEATH)))
+            out.push_back(session_event{session_event::kind::message, std::move(*death), 0, {}});
     // Put the record back as we found it before the thread library caches it
     // for the next thread; only the thread's own record (a raw clone thread
     // that shares the creator's TLS must not reset the creator's flag).
@@ -439,6 +457,7 @@ void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& 
     // The new image has none of our breakpoints and a new libc: re-resolve.
     target_.forget_lwps();
     auto armed_events = watch_.forget_image();
+    stream_.forget_image();
     routing_.forget();   // its sites went with the image
     births_.forget_all();
     changes_.new_epoch();

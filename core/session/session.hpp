@@ -6,7 +6,8 @@
 // Each part keeps its own state and takes the live target, never the
 // session: core/session/event_watch.hpp (sites, arming, reports), birth_policy.hpp
 // (new threads' reporting), report_changes.hpp (masks and flags, journaled),
-// late_reports.hpp (settling before the sites go), event_stacks.hpp,
+// late_reports.hpp (settling before the sites go), event_stream.hpp (events
+// drained from the agent's rings), event_stacks.hpp,
 // lwp_accounting.hpp (statistics, rusage, lwpinfo, usage windows) and
 // agent_routing.hpp (calls routed to an agent loaded by attach).
 #pragma once
@@ -21,6 +22,7 @@
 #include "core/inject/agent_routing.hpp"
 #include "core/session/birth_policy.hpp"
 #include "core/stacks/event_stacks.hpp"
+#include "core/session/event_stream.hpp"
 #include "core/session/event_watch.hpp"
 #include "core/session/late_reports.hpp"
 #include "core/session/live_target.hpp"
@@ -84,6 +86,8 @@ public:
     // ---- the parts
 
     event_watch& watch() { return watch_; }
+    /// Events through the agent's rings, without a stop (`watch --stream`).
+    event_stream& stream() { return stream_; }
     event_stacks& stacks() { return stacks_; }
     lwp_accounting& accounting() { return accounting_; }
     /// The td_* writes of masks and flags a user asks for, journaled.
@@ -164,6 +168,9 @@ private:
     void on_thread_created(const ptrace::stop_event& ev);
     void on_thread_exiting(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
     void on_thread_exited(tid_t lwp);
+    /// The messages the rings hold now (event_stream::drain), with each
+    /// TD_DEATH's lifetime, handed out.
+    void take_streamed(std::vector<session_event>& out);
     void on_exec(const ptrace::stop_event& ev, std::vector<session_event>& out);
     void on_process_exited(const ptrace::stop_event& ev, std::vector<session_event>& out);
 
@@ -176,6 +183,7 @@ private:
     birth_policy births_;
     event_stacks stacks_;
     event_watch watch_;
+    event_stream stream_;
     late_reports late_reports_;
     agent_routing routing_;
     lwp_accounting accounting_;

@@ -181,11 +181,11 @@ TEST_CASE("TD_CREATE: the creator reports it after the new thread is registered 
     gate go;
     lambda_thread t([&]() -> void* {
         uintptr_t me = tdi_self();
-        own_record = me;
         seen_eventnum = me ? tdi_eventnum(me) : -1;
         seen_eventdata = me ? tdi_eventdata(me) : 0;
         auto list = thread_list();
         on_list = std::find(list.begin(), list.end(), me) != list.end();
+        own_record = me;  // last: the main thread reads the others once it sees this
         go.wait();
         return nullptr;
     });
@@ -736,12 +736,8 @@ TEST_CASE("other contended objects: rwlock, spin lock, timed mutex, semaphore, b
         CHECK(result == ETIMEDOUT);
         CHECK(event_list(events_of(tid, addr(&m))) == event_list(lock_sequence));
     }
-    SUBCASE("semaphore used as a lock (initialised to 1): only a wait that blocks reports, as a lock's does")
-    {
-        sem_t sem;
-        sem_init(&sem, 0, 1);
-        sem_wait(&sem);  // available: no event
-        CHECK(events_of(gettid(), addr(&sem)).empty());
+    // A thread blocks on `sem` until it is posted: the events it reported on it.
+    auto blocked_wait_on = [](sem_t& sem) {
         std::atomic<pid_t> tid{0};
         lambda_thread t([&]() -> void* {
             tid = gettid();
@@ -752,7 +748,15 @@ TEST_CASE("other contended objects: rwlock, spin lock, timed mutex, semaphore, b
         CHECK(logged(tid, TD_SLEEP, addr(&sem)));
         sem_post(&sem);
         t.join();
-        CHECK(event_list(events_of(tid, addr(&sem))) == event_list(lock_sequence));
+        return event_list(events_of(tid, addr(&sem)));
+    };
+    SUBCASE("semaphore used as a lock (initialised to 1): only a wait that blocks reports, as a lock's does")
+    {
+        sem_t sem;
+        sem_init(&sem, 0, 1);
+        sem_wait(&sem);  // available: no event
+        CHECK(events_of(gettid(), addr(&sem)).empty());
+        CHECK(blocked_wait_on(sem) == event_list(lock_sequence));
         sem_destroy(&sem);
     }
     SUBCASE("counting semaphores (initialised to 0, or posted above 1): a wait that blocks is a SLEEP and a READY")
@@ -766,17 +770,7 @@ TEST_CASE("other contended objects: rwlock, spin lock, timed mutex, semaphore, b
                 sem_wait(&sem);
                 sem_wait(&sem);
             }
-            std::atomic<pid_t> tid{0};
-            lambda_thread t([&]() -> void* {
-                tid = gettid();
-                sem_wait(&sem);
-                return nullptr;
-            });
-            CHECK(wait_until([&] { return tid != 0; }, milliseconds{5000}));
-            CHECK(logged(tid, TD_SLEEP, addr(&sem)));
-            sem_post(&sem);
-            t.join();
-            CHECK(event_list(events_of(tid, addr(&sem))) == event_list({TD_SLEEP, TD_READY}));
+            CHECK(blocked_wait_on(sem) == event_list({TD_SLEEP, TD_READY}));
             sem_destroy(&sem);
         }
     }
@@ -926,23 +920,10 @@ namespace {
 tdctl::core::ring_layout ring_layout_here()
 {
     tdctl::core::ring_layout l;
-    const std::pair<tdctl::core::ring_field*, const char*> fields[] = {
-        {&l.magic, "region_magic"},          {&l.version, "region_version"},
-        {&l.ring_count, "region_ring_count"}, {&l.ring_entries, "region_ring_entries"},
-        {&l.ring_offset, "region_ring_offset"}, {&l.ring_stride, "region_ring_stride"},
-        {&l.entry_size, "region_entry_size"}, {&l.wake, "region_wake"},
-        {&l.heartbeat_ns, "region_heartbeat_ns"}, {&l.no_ring, "region_no_ring"},
-        {&l.head, "head"},                   {&l.tail, "tail"},
-        {&l.drops, "drops"},                 {&l.owner, "owner"},
-        {&l.entries, "entries"},             {&l.time_ns, "entry_time_ns"},
-        {&l.subject, "entry_subject"},       {&l.data, "entry_data"},
-        {&l.subject_tid, "entry_subject_tid"}, {&l.reporter_tid, "entry_reporter_tid"},
-        {&l.event, "entry_event"},
-    };
-    for (auto [field, name] : fields) {
-        const uint32_t* d = descriptor((std::string("ring_") + name).c_str());
+    for (const auto& [member, name] : tdctl::core::ring_layout_fields()) {
+        const uint32_t* d = descriptor(("ring_" + std::string(name)).c_str());
         REQUIRE_MESSAGE(d != nullptr, name);
-        *field = {d[2], d[0] / 8 * d[1]};
+        l.*member = {d[2], d[0] / 8 * d[1]};
     }
     return l;
 }
@@ -957,21 +938,29 @@ std::optional<tdctl::core::ring_region> rings_here()
     return tdctl::core::ring_region::open(bytes, ring_layout_here());
 }
 
-// Streams `list` for the length of a scope.
+// Streams `list` for the length of a scope (every known thread).
 class streamed_scope {
 public:
-    explicit streamed_scope(const td_thr_events_t& list) { __tdagent_stream_events = list; }
-    ~streamed_scope() { __tdagent_stream_events = td_thr_events_t{}; }
+    explicit streamed_scope(const td_thr_events_t& list)
+    {
+        __tdagent_stream_events = list;
+        __atomic_store_n(&__tdagent_streaming, 1, __ATOMIC_RELEASE);
+    }
+    ~streamed_scope()
+    {
+        __atomic_store_n(&__tdagent_streaming, 0, __ATOMIC_RELEASE);
+        __tdagent_stream_events = td_thr_events_t{};
+    }
     streamed_scope(const streamed_scope&) = delete;
     streamed_scope& operator=(const streamed_scope&) = delete;
 };
 
 }  // namespace
 
-TEST_CASE("streamed events go to the reporting thread's ring, not its buffer, the list or the reporting function")
+TEST_CASE("streamed events go to the reporting thread's ring, not its buffer, the list or the reporting function; "
+          "a thread streams with its own reporting off")
 {
     agent_session s;
-    s.enable_self(events({TD_LOCK_TRY, TD_SLEEP, TD_READY}));
     s.arm();
     tdi_log_clear();
     streamed_scope streamed(events({TD_LOCK_TRY, TD_SLEEP, TD_READY}));
@@ -981,7 +970,6 @@ TEST_CASE("streamed events go to the reporting thread's ring, not its buffer, th
     std::atomic<uintptr_t> rec{0};
     lambda_thread t([&]() -> void* {
         rec = tdi_self();
-        tdi_set_report_events(rec, 1);
         tid = gettid();
         pthread_mutex_lock(&m);  // contended: LOCK_TRY, SLEEP, then READY
         pthread_mutex_unlock(&m);
@@ -1003,6 +991,7 @@ TEST_CASE("streamed events go to the reporting thread's ring, not its buffer, th
         CHECK(ev.subject_tid == tid);
     }
     CHECK(seen == std::vector<int>{TD_LOCK_TRY, TD_SLEEP, TD_READY});
+    CHECK(tdi_report_events(rec) == 0);
     CHECK(events_of(tid, addr(&m)).empty());   // no reporting function was reached
     CHECK(message_list().empty());
 }

@@ -32,15 +32,16 @@ struct fixture_run {
 };
 
 /// Runs fixture `name` (with args) under `tdctl --agent --json -e 'watch all'`
-/// and compares. REQUIREs a clean run: tdctl and the target exit 0, the
-/// watch ends with the target, the fixture reached "done".
-fixture_run watch_fixture(const std::string& name, const std::vector<std::string>& args = {})
+/// (or `watch_command`) and compares. REQUIREs a clean run: tdctl and the
+/// target exit 0, the watch ends with the target, the fixture reached "done".
+fixture_run watch_fixture(const std::string& name, const std::vector<std::string>& args = {},
+                          const std::string& watch_command = "watch all")
 {
     test::require_ptrace();
     test::temp_file record("tdctl-agent-e2e-" + name);
     std::vector<std::string> argv{fixture_path(name), "--record", record.path()};
     argv.insert(argv.end(), args.begin(), args.end());
-    fixture_run fr{run_tdctl_agent({"watch all"}, argv), {}, {}, {}};
+    fixture_run fr{run_tdctl_agent({watch_command}, argv), {}, {}, {}};
     INFO(describe_run(fr.run));
     REQUIRE_MESSAGE(fr.run.result.status.is_success(), "tdctl did not exit 0");
     REQUIRE(fr.run.launched.has_value());
@@ -84,6 +85,29 @@ std::size_t count_facts(const std::vector<event_fact>& facts, std::string_view e
     return static_cast<std::size_t>(std::count_if(facts.begin(), facts.end(), [&](const event_fact& f) {
         return f.event == event && (data.empty() || f.data == data);
     }));
+}
+
+/// Each of `tids` has exactly one TD_CREATE and one TD_DEATH in the run.
+void check_each_thread_once(const tdctl_run& run, const std::vector<pid_t>& tids)
+{
+    std::map<pid_t, int> creates, deaths;
+    for (const auto& e : run.events) {
+        if (e.event == "TD_CREATE")
+            ++creates[e.tid];
+        else if (e.event == "TD_DEATH")
+            ++deaths[e.tid];
+    }
+    int wrong = 0;
+    for (pid_t tid : tids)
+        if ((creates[tid] != 1 || deaths[tid] != 1) && ++wrong <= 10)
+            FAIL_CHECK("thread ", tid, ": ", creates[tid], " TD_CREATE, ", deaths[tid], " TD_DEATH");
+    CHECK(wrong == 0);
+}
+
+std::size_t count_origin(const tdctl_run& run, std::string_view origin)
+{
+    return static_cast<std::size_t>(
+        std::count_if(run.events.begin(), run.events.end(), [&](const observed_event& e) { return e.origin == origin; }));
 }
 
 std::vector<event_fact> only(const std::vector<event_fact>& facts, std::initializer_list<std::string_view> events)
@@ -346,25 +370,11 @@ TEST_CASE("nothing lost: a thread storm under the agent, every thread created, e
     auto tids = test::thread_tids(facts);
     REQUIRE(tids.size() == 808);
 
-    std::map<pid_t, int> creates, deaths;
-    for (const auto& e : run.events) {
-        if (e.event == "TD_CREATE")
-            ++creates[e.tid];
-        else if (e.event == "TD_DEATH")
-            ++deaths[e.tid];
-    }
     CHECK(run.count("TD_CREATE") == 808);
     CHECK(run.count("TD_DEATH") == 808);
     CHECK(run.count("TD_REAP") == 808);
     CHECK(run.count("TD_CONCURRENCY") == 2 * 808);
-    int wrong = 0;
-    for (pid_t tid : tids) {
-        if (creates[tid] != 1 || deaths[tid] != 1) {
-            if (++wrong <= 10)
-                FAIL_CHECK("thread ", tid, ": ", creates[tid], " TD_CREATE, ", deaths[tid], " TD_DEATH");
-        }
-    }
-    CHECK(wrong == 0);
+    check_each_thread_once(run, tids);
     // Every CREATE/DEATH handle pair agrees, and every REAP reaps a handle
     // some CREATE announced.
     auto observed = as_facts(run.events);
@@ -374,6 +384,61 @@ TEST_CASE("nothing lost: a thread storm under the agent, every thread created, e
             CHECK(f.data.starts_with("@"));
         }
     }
+}
+
+// `watch --stream`: the same events, from the agent's rings.
+
+TEST_CASE("watch --stream: the lifecycle, lock and exit_group fixtures' events, every one, from the rings")
+{
+    struct scenario {
+        const char* fixture;
+        std::vector<std::string> args;
+        std::size_t from_exit_stop;  // TD_DEATHs only an exit stop can give (exit_group)
+    };
+    for (const auto& s : {scenario{"e2e_lifecycle", {}, 0}, scenario{"e2e_lifecycle", {"--exit-live"}, 2},
+                          scenario{"e2e_lock_contention", {}, 0}}) {
+        CAPTURE(s.fixture);
+        CAPTURE(s.args.size());
+        auto fr = watch_fixture(s.fixture, s.args, "watch all --stream");
+        check_same_events(fr);
+        check_tid_fields(fr);
+        // Every message but the exit stops' came from a ring: no report stopped its thread.
+        CHECK(count_origin(fr.run, "lwp-exit") == s.from_exit_stop);
+        CHECK(count_origin(fr.run, "ring") == fr.run.events.size() - s.from_exit_stop);
+    }
+}
+
+TEST_CASE("watch --stream on a thread storm: more threads than rings, every thread created, ended and reaped once")
+{
+    test::require_ptrace();
+    // churn 8 100: 808 threads, up to 800 alive at once, for 256 rings: a
+    // thread that finds no free ring reports with a stop, as without --stream.
+    test::temp_file record("tdctl-agent-e2e-churn-stream");
+    auto run = run_tdctl_agent({"watch all --stream"},
+                               {test::fixture_path("churn"), "--record", record.path(), "8", "100"}, 120s);
+    INFO(describe_run(run, 20));
+    REQUIRE(run.result.status.is_success());
+    auto tids = test::thread_tids(test::read_record(record.path()));
+    REQUIRE(tids.size() == 808);
+    CHECK(run.count("TD_REAP") == 808);
+    check_each_thread_once(run, tids);
+    MESSAGE(count_origin(run, "ring"), " of ", run.events.size(), " messages from the rings");
+    CHECK(count_origin(run, "ring") > 0);
+}
+
+TEST_CASE("watch --stream is refused with its reason: with --bt, and without the agent")
+{
+    test::require_ptrace();
+    test::temp_file record("tdctl-agent-e2e-stream-refused");
+    auto with_bt = run_tdctl_agent({"watch create --stream --bt --for 1"},
+                                   {fixture_path("e2e_lifecycle"), "--record", record.path()});
+    CHECK_FALSE(with_bt.result.status.is_success());
+    CHECK(with_bt.result.err.find("--bt needs each event to stop its thread") != std::string::npos);
+    auto no_agent = test::run_command({test::tdctl_path(), "-e", "watch --stream --for 1", "--",
+                                       fixture_path("e2e_lifecycle"), "--record", record.path()},
+                                      60s);
+    CHECK_FALSE(no_agent.status.is_success());
+    CHECK(no_agent.err.find("watch --stream: the target has no agent") != std::string::npos);
 }
 
 // Regressions: each case below failed before its fix (a tdctl or agent bug)

@@ -1,0 +1,206 @@
+#include "core/session/event_stream.hpp"
+
+#include <array>
+#include <cerrno>
+#include <ctime>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "base/change_journal.hpp"
+#include "base/clock.hpp"
+#include "base/log.hpp"
+
+namespace tdctl::core {
+
+namespace {
+
+constexpr std::string_view agent_module = "libtdagent.so";
+// What /proc/PID/fd/N links to for the agent's region (memfd_create's name).
+constexpr std::string_view region_link = "/memfd:tdagent-rings (deleted)";
+
+std::uint64_t monotonic_now_ns()
+{
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// The target's CLOCK_MONOTONIC time `ns` on tdctl's seconds_since_start()
+// line (one clock for every process of the host).
+double seconds_at(std::uint64_t ns)
+{
+    const double now = seconds_since_start();
+    const std::uint64_t now_ns = monotonic_now_ns();
+    return now - (static_cast<double>(now_ns) - static_cast<double>(ns)) / 1e9;
+}
+
+std::string link_of(const std::string& path)
+{
+    std::array<char, 256> buf{};
+    ssize_t n = ::readlink(path.c_str(), buf.data(), buf.size() - 1);
+    return n > 0 ? std::string(buf.data(), static_cast<std::size_t>(n)) : std::string();
+}
+
+}  // namespace
+
+event_stream::~event_stream()
+{
+    if (!mapping_.empty())
+        ::munmap(mapping_.data(), mapping_.size());
+}
+
+std::string event_stream::unavailable_reason()
+{
+    if (!target_.has_module(agent_module))
+        return "the target has no agent (run it with --agent, or attach with -p PID --agent)";
+    if (!target_.lookup_symbol(agent_module, "__tdagent_stream_events") ||
+        !target_.lookup_symbol(agent_module, "__tdagent_streaming") || !read_ring_layout(target_))
+        return "the agent in the target has no event rings (an older libtdagent.so)";
+    return {};
+}
+
+bool event_stream::start(const std::vector<td_event_e>& events)
+{
+    if (!unavailable_reason().empty())
+        return false;
+    layout_ = read_ring_layout(target_);
+    mask_address_ = target_.lookup_symbol(agent_module, "__tdagent_stream_events")->address;
+    flag_address_ = target_.lookup_symbol(agent_module, "__tdagent_streaming")->address;
+    td_thr_events_t mask;
+    td_event_emptyset(&mask);
+    for (td_event_e e : events)
+        td_event_addset(&mask, e);
+    streamed_ = mask;
+    change_journal& journal = target_.process().journal();
+    // The mask first: the flag is what makes the threads look at it.
+    if (!journal.write_value(mask_address_, mask, change_kind::global_mask))
+        return false;
+    const std::uint8_t on = 1;
+    if (!journal.write_value(flag_address_, on, change_kind::global_mask)) {
+        journal.restore(mask_address_);
+        return false;
+    }
+    active_ = true;
+    return true;
+}
+
+event_stream::mapped event_stream::map_region()
+{
+    if (region_)
+        return mapped::yes;
+    auto anchor = read_ring_anchor(target_);
+    if (!anchor || !anchor->is_ready())
+        return mapped::not_yet;  // no thread has streamed yet
+    // The descriptor must still be the agent's memfd: a program may have
+    // closed it and reused the number for a file of its own.
+    const std::string path = fmt::format("/proc/{}/fd/{}", target_.pid(), anchor->fd);
+    if (link_of(path) != region_link)
+        return mapped::never;
+    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        log::debug("event rings: cannot open {}: {}", path, std::strerror(errno));
+        return mapped::never;
+    }
+    void* p = ::mmap(nullptr, anchor->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED)
+        return mapped::never;
+    mapping_ = std::span(static_cast<std::byte*>(p), static_cast<std::size_t>(anchor->size));
+    region_ = ring_region::open(mapping_, *layout_);
+    if (!region_) {
+        ::munmap(mapping_.data(), mapping_.size());
+        mapping_ = {};
+        return mapped::never;
+    }
+    return mapped::yes;
+}
+
+events::event_message event_stream::message_of(const ring_event& e)
+{
+    auto lwp_of = [&](pid_t tid) {
+        if (tid <= 0)
+            return tid_t{};
+        if (auto lwp = target_.lwp_of_ns_tid(tid))
+            return *lwp;
+        return target_.ns_pid() ? tid_t{} : tid_t{tid};  // ended: its TID is the LWP's
+    };
+    events::event_message m;
+    m.event = e.event;
+    m.tid = lwp_of(e.subject_tid);
+    m.reporter = lwp_of(e.reporter_tid);
+    m.ns_tid = target_.ns_pid() && e.subject_tid > 0 ? std::optional<pid_t>(e.subject_tid) : std::nullopt;
+    m.handle = e.subject;
+    m.data = e.data;
+    m.time = seconds_at(e.time_ns);
+    if (m.tid.value != 0)
+        m.name = target_.thread_name(m.tid);
+    m.origin = "ring";
+    return m;
+}
+
+std::vector<events::event_message> event_stream::drain()
+{
+    if (!active_)
+        return {};
+    switch (map_region()) {
+    case mapped::yes: return drain_rings();
+    case mapped::not_yet: return {};
+    case mapped::never: break;
+    }
+    // The program closed the agent's memfd: its events go through stops
+    // from now on; what the rings took meanwhile cannot be read.
+    log::warning("watch --stream: the agent's event rings cannot be read (descriptor {} of process {} is not its "
+                 "memfd any more); events go through stops from now on",
+                 read_ring_anchor(target_).value_or(ring_anchor{}).fd, target_.pid());
+    (void)stop();
+    return {};
+}
+
+std::vector<events::event_message> event_stream::drain_rings()
+{
+    std::vector<events::event_message> out;
+    region_->beat(monotonic_now_ns());
+    for (const ring_event& e : region_->drain_all()) {
+        out.push_back(message_of(e));
+        if (e.event == TD_DEATH && out.back().tid.value != 0)
+            deaths_.insert(out.back().tid.value);
+    }
+    return out;
+}
+
+std::vector<events::event_message> event_stream::stop()
+{
+    if (!active_)
+        return {};
+    active_ = false;
+    change_journal& journal = target_.process().journal();
+    if (target_.is_alive()) {
+        journal.restore(flag_address_);
+        journal.restore(mask_address_);
+    }
+    // What was written before the writes went back.
+    if (!region_ && (!target_.is_alive() || map_region() != mapped::yes))
+        return {};
+    return drain_rings();
+}
+
+void event_stream::forget_image()
+{
+    active_ = false;
+    deaths_.clear();
+    region_.reset();
+    if (!mapping_.empty())
+        ::munmap(mapping_.data(), mapping_.size());
+    mapping_ = {};
+}
+
+std::uint64_t event_stream::no_ring() const
+{
+    return region_ ? region_->no_ring() + region_->drops() : 0;
+}
+
+}  // namespace tdctl::core

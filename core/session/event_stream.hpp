@@ -1,0 +1,89 @@
+// Events without a stop: while a `watch --stream` runs on a target with the
+// agent, each armed event is written to its thread's ring in the agent
+// (agent/event_rings.c) and tdctl drains the rings as the target runs
+// (core/protocol/event_rings.hpp); the reporting thread never stops.
+//
+// Streaming is switched on by two journaled writes into the agent — the
+// event mask __tdagent_stream_events and the flag __tdagent_streaming,
+// which makes every thread stream, born before or during the watch, with no
+// per-thread flag — so detach, disarm and the guardian (a SIGKILLed tdctl)
+// put it back like every other change: no per-thread state is left. A
+// report a ring cannot take (full, no free ring) falls back to the agent's
+// usual report, which the watch keeps armed, so nothing is lost.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include <thread_db.h>
+
+#include "core/protocol/event_rings.hpp"
+#include "core/session/live_target.hpp"
+#include "events/event_message.hpp"
+
+namespace tdctl::core {
+
+class event_stream {
+public:
+    explicit event_stream(live_target& target) : target_(target) {}
+    ~event_stream();
+    event_stream(const event_stream&) = delete;
+    event_stream& operator=(const event_stream&) = delete;
+
+    /// Why the target cannot stream (no agent, an agent without rings), or
+    /// empty when it can.
+    std::string unavailable_reason();
+    /// Streams `events` from now on (journaled writes, change_kind::
+    /// global_mask: a disarm's restore puts them back too). False, with
+    /// unavailable_reason(), when the target cannot.
+    bool start(const std::vector<td_event_e>& events);
+    bool is_active() const { return active_; }
+    /// `event` is streamed now.
+    bool streams(td_event_e event) const { return active_ && td_eventismember(&streamed_, event); }
+    /// A TD_DEATH of `lwp` came from the rings (and is forgotten here).
+    bool took_death_of(tid_t lwp) { return deaths_.erase(lwp.value) > 0; }
+    /// The process exec'd: the agent's region and writes were the old
+    /// image's (the journal forgets them); streaming is over.
+    void forget_image();
+    /// The messages the rings hold now, oldest first (the target's clock);
+    /// maps the agent's region once it appears (the first streamed event
+    /// makes it). Nothing while not active.
+    std::vector<events::event_message> drain();
+    /// Ends streaming: the two writes put back, then what the rings still
+    /// hold drained and returned.
+    std::vector<events::event_message> stop();
+    /// Events the agent could not put in a ring and reported with a stop
+    /// instead (no free ring), and entries counted as dropped; both 0 unless
+    /// rings ran out.
+    std::uint64_t no_ring() const;
+    /// The longest a pump may wait between two drains while streaming, ms.
+    static constexpr int drain_interval_ms = 10;
+
+private:
+    /// Maps the region the agent made (through /proc/PID/fd/N), once:
+    /// not_yet while no thread has made it, never when its descriptor is
+    /// not the agent's memfd any more.
+    enum class mapped { yes, not_yet, never };
+    mapped map_region();
+    /// Everything the mapped region holds now, as messages.
+    std::vector<events::event_message> drain_rings();
+    events::event_message message_of(const ring_event& e);
+
+    live_target& target_;
+    bool active_ = false;
+    std::optional<ring_layout> layout_;
+    std::span<std::byte> mapping_;
+    std::optional<ring_region> region_;
+    target_addr mask_address_;
+    target_addr flag_address_;
+    td_thr_events_t streamed_{};
+    // Subjects (LWPs) of TD_DEATH messages drained and not asked about yet.
+    std::unordered_set<pid_t> deaths_;
+};
+
+}  // namespace tdctl::core
