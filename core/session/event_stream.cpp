@@ -63,6 +63,28 @@ std::string event_stream::unavailable_reason()
     return {};
 }
 
+bool event_stream::write_journaled(target_addr address, std::span<const std::byte> natural,
+                                   std::span<const std::byte> value)
+{
+    target_.process().journal().note(address, natural, value, change_kind::global_mask);
+    return target_.memory().write(address, value);
+}
+
+void event_stream::clear_left_over()
+{
+    if (active_ || !target_.has_module(agent_module))
+        return;
+    auto flag = target_.lookup_symbol(agent_module, "__tdagent_streaming");
+    auto mask = target_.lookup_symbol(agent_module, "__tdagent_stream_events");
+    std::uint8_t on = 0;
+    if (!flag || !mask || !target_.memory().read_value(flag->address, on) || on == 0)
+        return;
+    const std::uint8_t off = 0;
+    const td_thr_events_t none{};
+    (void)write_journaled(flag->address, std::as_bytes(std::span(&off, 1)), std::as_bytes(std::span(&off, 1)));
+    (void)write_journaled(mask->address, std::as_bytes(std::span(&none, 1)), std::as_bytes(std::span(&none, 1)));
+}
+
 bool event_stream::start(const std::vector<td_event_e>& events)
 {
     if (!unavailable_reason().empty())
@@ -75,13 +97,15 @@ bool event_stream::start(const std::vector<td_event_e>& events)
     for (td_event_e e : events)
         td_event_addset(&mask, e);
     streamed_ = mask;
-    change_journal& journal = target_.process().journal();
-    // The mask first: the flag is what makes the threads look at it.
-    if (!journal.write_value(mask_address_, mask, change_kind::global_mask))
+    // The mask first: the flag is what makes the threads look at it. Their
+    // natural values are 0 whatever is found: a session killed with its
+    // guardian (nothing restored) leaves them set.
+    const td_thr_events_t none{};
+    const std::uint8_t on = 1, off = 0;
+    if (!write_journaled(mask_address_, std::as_bytes(std::span(&none, 1)), std::as_bytes(std::span(&mask, 1))))
         return false;
-    const std::uint8_t on = 1;
-    if (!journal.write_value(flag_address_, on, change_kind::global_mask)) {
-        journal.restore(mask_address_);
+    if (!write_journaled(flag_address_, std::as_bytes(std::span(&off, 1)), std::as_bytes(std::span(&on, 1)))) {
+        target_.process().journal().restore(mask_address_);
         return false;
     }
     active_ = true;

@@ -47,6 +47,10 @@ public:
     bool streams(td_event_e event) const { return active_ && td_eventismember(&streamed_, event); }
     /// A TD_DEATH of `lwp` came from the rings (and is forgotten here).
     bool took_death_of(tid_t lwp) { return deaths_.erase(lwp.value) > 0; }
+    /// Puts the agent's streaming flag and mask back to 0 (journaled) when a
+    /// session killed together with its guardian left them set, unless this
+    /// session streams. Called at each arm.
+    void clear_left_over();
     /// The process exec'd: the agent's region and writes were the old
     /// image's (the journal forgets them); streaming is over.
     void forget_image();
@@ -70,6 +74,9 @@ private:
     /// not the agent's memfd any more.
     enum class mapped { yes, not_yet, never };
     mapped map_region();
+    /// Journals `value` at `address` with `natural` as its original (used
+    /// the first time the address is seen), then writes it.
+    bool write_journaled(target_addr address, std::span<const std::byte> natural, std::span<const std::byte> value);
     /// Everything the mapped region holds now, as messages.
     std::vector<events::event_message> drain_rings();
     events::event_message message_of(const ring_event& e);

@@ -144,6 +144,7 @@ td_status session::arm(const std::vector<td_event_e>& events)
         return td_fail(TD_NOLIBTHREAD);
     if (watch_.is_armed())
         disarm();
+    stream_.clear_left_over();
     return watch_.arm(events);
 }
 

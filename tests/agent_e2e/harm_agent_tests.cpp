@@ -6,7 +6,8 @@
 // of reports a second) against the two ways tdctl dies: the tracer process
 // alone (the first tdctl then puts the stop flags back), and both processes
 // at once (`pkill -9 tdctl`: nothing puts anything back, and the target must
-// live anyway; the next session resets the flags).
+// live anyway; the next session resets the flags). The same with `watch
+// --stream`, whose streaming flag the first tdctl puts back too.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -82,20 +83,36 @@ bool await_attached(test::child_process& tdctl)
 
 }  // namespace
 
-TEST_CASE("100 SIGKILLs of tdctl during watch on a storm with the agent: no target dies")
+namespace {
+
+/// How one kill series goes: the watch command, its rounds, the random delay
+/// before each kill.
+struct kill_series {
+    const char* watch;
+    int rounds;
+    int min_delay_ms;
+    int max_delay_ms;
+};
+
+/// Random SIGKILLs of tdctl during `series.watch` on a storm with the agent,
+/// attached with -p PID --agent: even rounds kill the tracer alone (the
+/// first tdctl then puts the journal back: stop flags and, for --stream,
+/// the streaming flag), odd ones both processes. No target may die.
+void run_kill_series(const kill_series& series)
 {
     std::mt19937 random(20261202);
-    std::uniform_int_distribution<int> delay_ms(50, 600);
+    std::uniform_int_distribution<int> delay_ms(series.min_delay_ms, series.max_delay_ms);
     auto target = start_storm_with_agent();
     std::uint64_t flags = agent_symbol(target.pid(), "__tdagent_stop_signals");
+    std::uint64_t streaming = agent_symbol(target.pid(), "__tdagent_streaming");
+    auto streaming_on = [&] { return test::read_proc_mem(target.pid(), streaming, 1).at(0) != 0; };
     int deaths = 0, not_restored = 0, left_set = 0, rounds_with_stops = 0;
     std::string first_problem;
-    for (int round = 0; round < 100; ++round) {
+    for (int round = 0; round < series.rounds; ++round) {
         CAPTURE(round);
-        // Even rounds: the tracer process alone; odd ones: both processes.
         bool both = round % 2 == 1;
         auto tdctl = test::child_process::spawn(
-            {test::tdctl_path(), "--json", "-p", std::to_string(target.pid()), "--agent", "-e", "watch all --for 20"});
+            {test::tdctl_path(), "--json", "-p", std::to_string(target.pid()), "--agent", "-e", series.watch});
         REQUIRE_MESSAGE(await_attached(tdctl), tdctl.describe());
         pid_t tracer = tracer_of(tdctl);
         REQUIRE(tracer > 0);
@@ -105,29 +122,30 @@ TEST_CASE("100 SIGKILLs of tdctl during watch on a storm with the agent: no targ
             REQUIRE(::kill(tdctl.pid(), SIGKILL) == 0);
         REQUIRE(::kill(tracer, SIGKILL) == 0);
         (void)tdctl.wait_exit(5s);
-        std::this_thread::sleep_for(300ms);
+        std::this_thread::sleep_for(150ms);
         if (target.wait_exit(0ms)) {
             ++deaths;
             if (first_problem.empty())
                 first_problem = fmt::format("round {}: the target died ({})", round, target.describe());
             target = start_storm_with_agent();
             flags = agent_symbol(target.pid(), "__tdagent_stop_signals");
+            streaming = agent_symbol(target.pid(), "__tdagent_streaming");
             continue;
         }
-        int set = stop_flags_set(target.pid(), flags);
+        int set = stop_flags_set(target.pid(), flags) + (streaming_on() ? 1 : 0);
         if (!both && set != 0) {
             ++not_restored;
             if (first_problem.empty())
-                first_problem = fmt::format("round {}: {} stop flags still set after the tracer's death", round, set);
+                first_problem = fmt::format("round {}: {} flags still set after the tracer's death", round, set);
         }
         left_set += both && set != 0;
     }
-    MESSAGE(fmt::format("{} deaths in 100 kills; {} rounds with stops planted at the kill; flags left set by "
+    MESSAGE(fmt::format("{}: {} deaths in {} kills; {} rounds with stops planted at the kill; flags left set by "
                         "the {} kills of both processes: {}",
-                        deaths, rounds_with_stops, 50, left_set));
+                        series.watch, deaths, series.rounds, rounds_with_stops, series.rounds / 2, left_set));
     CHECK_MESSAGE(deaths == 0, first_problem);
     CHECK_MESSAGE(not_restored == 0, first_problem);
-    CHECK(rounds_with_stops >= 90);
+    CHECK(rounds_with_stops >= series.rounds * 9 / 10);
 
     // A clean session after all that resets whatever the last kill left.
     auto last = test::run_command({test::tdctl_path(), "-p", std::to_string(target.pid()), "--agent", "-e",
@@ -135,8 +153,23 @@ TEST_CASE("100 SIGKILLs of tdctl during watch on a storm with the agent: no targ
                                   60s);
     CHECK_MESSAGE(last.status.exit_code() == 0, last.describe());
     CHECK(stop_flags_set(target.pid(), flags) == 0);
+    CHECK_FALSE(streaming_on());
     CHECK_FALSE(target.wait_exit(0ms));
     CHECK(target.send_signal(SIGKILL));
+}
+
+}  // namespace
+
+TEST_CASE("100 SIGKILLs of tdctl during watch on a storm with the agent: no target dies")
+{
+    run_kill_series({"watch all --for 20", 100, 50, 600});
+}
+
+TEST_CASE("100 SIGKILLs of tdctl during watch --stream on a storm: no target dies, streaming is put back")
+{
+    // The stop flags stay planted for the fallback; the streaming flag is
+    // one more journaled byte.
+    run_kill_series({"watch all --stream --for 20", 100, 20, 300});
 }
 
 namespace {
