@@ -7,7 +7,10 @@
  * producer; the controller is its only consumer. The producer writes an
  * entry, then publishes `head` with a release store; the consumer loads
  * `head` with acquire, reads the entries, then stores `tail` with release.
- * No system call per event on either side. A full ring is never overwritten
+ * No system call per event on either side. The controller writes a
+ * heartbeat at each drain; a thread that finds it older than a second (every
+ * 256 puts, and at a full ring) turns streaming off, so a target whose
+ * controller died stops writing to rings nobody reads. A full ring is never overwritten
  * and never waited on: the put fails, and the caller falls back to a
  * stopping report (or counts a drop).
  *
@@ -32,6 +35,8 @@
 #define RING_VERSION 1u
 #define RING_COUNT 256u
 #define RING_ENTRIES 1024u /* a power of two */
+#define HEARTBEAT_EVERY 256u /* puts between two looks at the heartbeat; a power of two */
+#define HEARTBEAT_STALE_NS 1000000000ull
 
 struct tdagent_ring_entry {
     uint64_t time_ns;     /* CLOCK_MONOTONIC in the target when reported */
@@ -99,6 +104,13 @@ RING_FIELD(entry_event, struct tdagent_ring_entry, event);
 
 enum { anchor_none = 0, anchor_making = 1, anchor_ready = 2, anchor_failed = 3 };
 
+static uint64_t monotonic_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
 static size_t region_size(void)
 {
     return offsetof(struct tdagent_ring_region, pad_) + sizeof(((struct tdagent_ring_region *)0)->pad_) +
@@ -132,6 +144,7 @@ static struct tdagent_ring_region *make_region(void)
     region->ring_offset = (uint32_t)(size - (size_t)RING_COUNT * sizeof(struct tdagent_ring));
     region->ring_stride = sizeof(struct tdagent_ring);
     region->entry_size = sizeof(struct tdagent_ring_entry);
+    region->heartbeat_ns = monotonic_ns(); /* the controller has a second to map it */
     __atomic_store_n(&region->magic, RING_MAGIC, __ATOMIC_RELEASE);
     __tdagent_rings.fd = (int32_t)fd;
     __tdagent_rings.size = size;
@@ -172,6 +185,20 @@ void tdagent_ring_release(struct tdagent_ring *r)
     __atomic_store_n(&r->owner, -1, __ATOMIC_RELEASE);
 }
 
+/* The controller's heartbeat is older than HEARTBEAT_STALE_NS at `now`: it
+ * is gone or stuck, so streaming goes off by itself (its events then take
+ * the usual way). Read at every full ring and every HEARTBEAT_EVERY puts. */
+static void check_heartbeat(uint64_t now)
+{
+    struct tdagent_ring_region *region =
+        (struct tdagent_ring_region *)(uintptr_t)__atomic_load_n(&__tdagent_rings.address, __ATOMIC_ACQUIRE);
+    if (region == NULL)
+        return;
+    uint64_t beat = __atomic_load_n(&region->heartbeat_ns, __ATOMIC_ACQUIRE);
+    if (now > beat && now - beat > HEARTBEAT_STALE_NS)
+        __atomic_store_n(&__tdagent_streaming, 0, __ATOMIC_RELAXED);
+}
+
 int tdagent_ring_put(struct tdagent_ring *r, const struct tdagent_ring_put_args *e, int count_drop)
 {
     const uint64_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
@@ -179,12 +206,14 @@ int tdagent_ring_put(struct tdagent_ring *r, const struct tdagent_ring_put_args 
     if (head - tail >= RING_ENTRIES) {
         if (count_drop)
             __atomic_add_fetch(&r->drops, 1, __ATOMIC_RELAXED);
+        check_heartbeat(monotonic_ns());
         return 0;
     }
     struct tdagent_ring_entry *slot = &r->entries[head & (RING_ENTRIES - 1)];
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    slot->time_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    const uint64_t now = monotonic_ns();
+    if ((head & (HEARTBEAT_EVERY - 1)) == 0)
+        check_heartbeat(now);
+    slot->time_ns = now;
     slot->subject = e->subject;
     slot->data = e->data;
     slot->subject_tid = e->subject_tid;

@@ -190,8 +190,11 @@ std::vector<events::event_message> event_stream::drain_rings()
     region_->beat(monotonic_now_ns());
     for (const ring_event& e : region_->drain_all()) {
         out.push_back(message_of(e));
-        if (e.event == TD_DEATH && out.back().tid.value != 0)
-            deaths_.insert(out.back().tid.value);
+        events::event_message& m = out.back();
+        if (e.event == TD_DEATH && m.tid.value != 0) {
+            deaths_.insert(m.tid.value);
+            m.lifetime_ns = lifetime_of_(m.tid);
+        }
     }
     return out;
 }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -30,7 +31,13 @@ namespace tdctl::core {
 
 class event_stream {
 public:
-    explicit event_stream(live_target& target) : target_(target) {}
+    /// How long an LWP has lived, ns (event_watch::lifetime_of), for each
+    /// streamed TD_DEATH.
+    using lifetime_source = std::function<std::optional<std::uint64_t>(tid_t)>;
+    event_stream(live_target& target, lifetime_source lifetime_of)
+        : target_(target), lifetime_of_(std::move(lifetime_of))
+    {
+    }
     ~event_stream();
     event_stream(const event_stream&) = delete;
     event_stream& operator=(const event_stream&) = delete;
@@ -56,7 +63,7 @@ public:
     void forget_image();
     /// The messages the rings hold now, oldest first (the target's clock);
     /// maps the agent's region once it appears (the first streamed event
-    /// makes it). Nothing while not active.
+    /// makes it); each TD_DEATH with its lifetime. Nothing while not active.
     std::vector<events::event_message> drain();
     /// Ends streaming: the two writes put back, then what the rings still
     /// hold drained and returned.
@@ -82,6 +89,7 @@ private:
     events::event_message message_of(const ring_event& e);
 
     live_target& target_;
+    lifetime_source lifetime_of_;
     bool active_ = false;
     std::optional<ring_layout> layout_;
     std::span<std::byte> mapping_;

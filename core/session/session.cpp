@@ -11,6 +11,17 @@
 
 namespace tdctl::core {
 
+namespace {
+
+// Messages drained from the agent's rings, handed out as the stops' are.
+void hand_out(std::vector<events::event_message> messages, std::vector<session_event>& out)
+{
+    for (auto& msg : messages)
+        out.push_back(session_event{session_event::kind::message, std::move(msg), 0, {}});
+}
+
+}  // namespace
+
 using ptrace::stop_kind;
 
 session::session(std::unique_ptr<ptrace::traced_process> process, bool late_agent_serves)
@@ -18,7 +29,7 @@ session::session(std::unique_ptr<ptrace::traced_process> process, bool late_agen
       births_(target_, changes_),
       stacks_(target_),
       watch_(target_, changes_, births_, stacks_),
-      stream_(target_),
+      stream_(target_, [this](tid_t lwp) { return watch_.lifetime_of(lwp); }),
       late_reports_(target_, births_, changes_),
       routing_(target_),
       accounting_(target_)
@@ -311,17 +322,8 @@ std::vector<session_event> session::pump(int timeout_ms)
         if (timeout_ms >= 0 && seconds_since_start() >= end)
             break;
     }
-    take_streamed(out);
+    hand_out(stream_.drain(), out);
     return out;
-}
-
-void session::take_streamed(std::vector<session_event>& out)
-{
-    for (auto& msg : stream_.drain()) {
-        if (msg.event == TD_DEATH && msg.tid.value != 0)
-            msg.lifetime_ns = watch_.lifetime_of(msg.tid);
-        out.push_back(session_event{session_event::kind::message, std::move(msg), 0, {}});
-    }
 }
 
 // ---------------------------------------------------------------- the dispatch
@@ -424,7 +426,7 @@ void session::on_thread_exiting(const ptrace::stop_event& ev, std::vector<sessio
     // reaches the TD_DEATH reporting address, yet it did terminate. A
     // streamed TD_DEATH was written before this stop: the rings say.
     if (stream_.is_active() && !silent)
-        take_streamed(out);
+        hand_out(stream_.drain(), out);
     if (!stream_.took_death_of(ev.tid))
         if (auto death = watch_.at_exit_stop(ev.tid, silent, stream_.streams(TD_DEATH)))
             out.push_back(session_event{session_event::kind::message, std::move(*death), 0, {}});

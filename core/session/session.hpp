@@ -168,9 +168,6 @@ private:
     void on_thread_created(const ptrace::stop_event& ev);
     void on_thread_exiting(const ptrace::stop_event& ev, std::vector<session_event>& out, bool silent);
     void on_thread_exited(tid_t lwp);
-    /// The messages the rings hold now (event_stream::drain), with each
-    /// TD_DEATH's lifetime, handed out.
-    void take_streamed(std::vector<session_event>& out);
     void on_exec(const ptrace::stop_event& ev, std::vector<session_event>& out);
     void on_process_exited(const ptrace::stop_event& ev, std::vector<session_event>& out);
 

@@ -145,6 +145,18 @@ std::size_t tdctl_run::count(std::string_view event) const
         std::count_if(events.begin(), events.end(), [&](const observed_event& e) { return e.event == event; }));
 }
 
+std::pair<std::map<pid_t, int>, std::map<pid_t, int>> tdctl_run::creates_and_deaths() const
+{
+    std::map<pid_t, int> creates, deaths;
+    for (const auto& e : events) {
+        if (e.event == "TD_CREATE")
+            ++creates[e.tid];
+        else if (e.event == "TD_DEATH")
+            ++deaths[e.tid];
+    }
+    return {creates, deaths};
+}
+
 namespace {
 
 // Runs cmd (which writes its JSON to `out`) and splits the records up.

@@ -83,6 +83,8 @@ struct tdctl_run {
     /// Records of one type, in order.
     std::vector<nlohmann::json> of_type(std::string_view type) const;
     std::size_t count(std::string_view event) const;
+    /// TD_CREATE and TD_DEATH messages per thread (their `tid`).
+    std::pair<std::map<pid_t, int>, std::map<pid_t, int>> creates_and_deaths() const;
 };
 
 /// Runs `tdctl --agent --json <commands as -e ...> -- argv` to completion

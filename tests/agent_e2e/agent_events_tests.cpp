@@ -90,13 +90,7 @@ std::size_t count_facts(const std::vector<event_fact>& facts, std::string_view e
 /// Each of `tids` has exactly one TD_CREATE and one TD_DEATH in the run.
 void check_each_thread_once(const tdctl_run& run, const std::vector<pid_t>& tids)
 {
-    std::map<pid_t, int> creates, deaths;
-    for (const auto& e : run.events) {
-        if (e.event == "TD_CREATE")
-            ++creates[e.tid];
-        else if (e.event == "TD_DEATH")
-            ++deaths[e.tid];
-    }
+    auto [creates, deaths] = run.creates_and_deaths();
     int wrong = 0;
     for (pid_t tid : tids)
         if ((creates[tid] != 1 || deaths[tid] != 1) && ++wrong <= 10)

@@ -92,6 +92,7 @@ struct kill_series {
     int rounds;
     int min_delay_ms;
     int max_delay_ms;
+    bool streams = false;
 };
 
 /// Random SIGKILLs of tdctl during `series.watch` on a storm with the agent,
@@ -146,6 +147,15 @@ void run_kill_series(const kill_series& series)
     CHECK_MESSAGE(deaths == 0, first_problem);
     CHECK_MESSAGE(not_restored == 0, first_problem);
     CHECK(rounds_with_stops >= series.rounds * 9 / 10);
+    if (series.streams) {
+        // The last round killed both processes: nothing put the streaming
+        // flag back, and the agent turns it off once the heartbeat is a
+        // second old.
+        const auto killed = std::chrono::steady_clock::now();
+        while (streaming_on() && std::chrono::steady_clock::now() - killed < 5s)
+            std::this_thread::sleep_for(20ms);
+        CHECK_FALSE(streaming_on());
+    }
 
     // A clean session after all that resets whatever the last kill left.
     auto last = test::run_command({test::tdctl_path(), "-p", std::to_string(target.pid()), "--agent", "-e",
@@ -169,7 +179,7 @@ TEST_CASE("100 SIGKILLs of tdctl during watch --stream on a storm: no target die
 {
     // The stop flags stay planted for the fallback; the streaming flag is
     // one more journaled byte.
-    run_kill_series({"watch all --stream --for 20", 100, 20, 300});
+    run_kill_series({"watch all --stream --for 20", 100, 20, 300, true});
 }
 
 namespace {

@@ -47,13 +47,7 @@ void check_runtime_run(const tdctl_run& run, std::string_view expected_output, s
     CHECK(run.count("TD_CREATE") >= min_threads);
     CHECK(run.count("TD_DEATH") >= min_threads);
 
-    std::map<pid_t, int> creates, deaths;
-    for (const auto& e : run.events) {
-        if (e.event == "TD_CREATE")
-            ++creates[e.tid];
-        else if (e.event == "TD_DEATH")
-            ++deaths[e.tid];
-    }
+    auto [creates, deaths] = run.creates_and_deaths();
     for (const auto& [tid, n] : creates) {
         INFO("thread ", tid);
         CHECK(n == 1);

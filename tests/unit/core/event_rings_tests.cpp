@@ -34,6 +34,7 @@ struct tdagent_ring* tdagent_ring_claim(struct tdagent_ring_region* region, pid_
 void tdagent_ring_release(struct tdagent_ring* r);
 int tdagent_ring_put(struct tdagent_ring* r, const tdagent_ring_put_args* e, int count_drop);
 extern char __tdagent_rings[];
+extern unsigned char __tdagent_streaming;
 #define TDCTL_RING_DESCRIPTORS(X)                                                                                \
     X(region_magic) X(region_version) X(region_ring_count) X(region_ring_entries) X(region_ring_offset)          \
     X(region_ring_stride) X(region_entry_size) X(region_wake) X(region_heartbeat_ns) X(region_no_ring) X(head)   \
@@ -244,4 +245,37 @@ TEST_CASE("event rings: a region whose header is not the agent's is not opened")
     CHECK_FALSE(core::ring_region::open(zeros, m.layout).has_value());
     CHECK_FALSE(core::ring_region::open(m.bytes.first(64), m.layout).has_value());  // rings outside
     CHECK(core::ring_region::open(m.bytes, m.layout).has_value());
+}
+
+TEST_CASE("event rings: a heartbeat older than a second turns streaming off in the agent, at a put or a full ring")
+{
+    second_mapping m;
+    auto region = m.region();
+    region.drain_all();
+    tdagent_ring* r = tdagent_ring_claim(tdagent_ring_region(), 5151);
+    REQUIRE(r != nullptr);
+    auto put = [&](std::uint64_t n) {
+        std::uint64_t written = 0;
+        for (std::uint64_t k = 0; k < n; ++k) {
+            const auto e = entry(5151, k);
+            written += static_cast<std::uint64_t>(tdagent_ring_put(r, &e, 0));
+        }
+        return written;
+    };
+    // A fresh beat: puts do not touch the flag.
+    __atomic_store_n(&__tdagent_streaming, 1, __ATOMIC_RELEASE);
+    region.beat(monotonic_ns());
+    CHECK(put(600) == 600);
+    CHECK(__atomic_load_n(&__tdagent_streaming, __ATOMIC_ACQUIRE) == 1);
+    // Two seconds old: within the next 256 puts the agent turns it off.
+    region.beat(monotonic_ns() - 2000000000u);
+    CHECK(put(256) == 256);
+    CHECK(__atomic_load_n(&__tdagent_streaming, __ATOMIC_ACQUIRE) == 0);
+    // A full ring looks at it at once (nothing drains a dead controller's rings).
+    __atomic_store_n(&__tdagent_streaming, 1, __ATOMIC_RELEASE);
+    CHECK(put(region.ring_entries()) == region.ring_entries() - 856);
+    CHECK(__atomic_load_n(&__tdagent_streaming, __ATOMIC_ACQUIRE) == 0);
+    __atomic_store_n(&__tdagent_streaming, 0, __ATOMIC_RELEASE);
+    tdagent_ring_release(r);
+    region.drain_all();
 }
