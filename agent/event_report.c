@@ -110,10 +110,11 @@ int tdagent_event_wanted(const struct tdagent_thread *reporter, td_event_e event
     return tdagent_event_selected(reporter, event) || stream_selected(reporter, event);
 }
 
-/* Writes a streamed event to the reporting thread's ring: 1 when written
- * (no stop, no buffer), 0 to report the usual way (no ring to be had, a
- * full ring, or a signal handler that interrupted this thread's own put:
- * one producer per ring, never re-entered). */
+/* Writes a streamed event to the reporting thread's ring: 1 when written,
+ * or counted as dropped in drop mode (no stop, no buffer); 0 to report the
+ * usual way (no ring to be had, a full ring in lossless mode, or a signal
+ * handler that interrupted this thread's own put: one producer per ring,
+ * never re-entered). */
 static int stream_report(struct tdagent_thread *reporter, struct tdagent_thread *subject, td_event_e event,
                          void *data)
 {
@@ -131,7 +132,10 @@ static int stream_report(struct tdagent_thread *reporter, struct tdagent_thread 
         const struct tdagent_ring_put_args entry = {(uint64_t)(uintptr_t)subject, (uint64_t)(uintptr_t)data,
                                                     __atomic_load_n(&subject->tid, __ATOMIC_RELAXED),
                                                     reporter->tid, (uint32_t)event};
-        written = tdagent_ring_put(reporter->ring, &entry, 0);
+        /* Drop mode: a full ring counts the event in its drop counter, and
+         * that is the report (the controller prints the count). */
+        const int drop = __atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED) == TDAGENT_STREAM_DROP;
+        written = tdagent_ring_put(reporter->ring, &entry, drop) || drop;
     }
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     reporter->ring_busy = 0;

@@ -12,7 +12,8 @@
  * 256 puts, and at a full ring) turns streaming off, so a target whose
  * controller died stops writing to rings nobody reads. A full ring is never overwritten
  * and never waited on: the put fails, and the caller falls back to a
- * stopping report (or counts a drop).
+ * stopping report, or, when the controller asked for drops
+ * (__tdagent_streaming == 2), the ring's drop counter counts the event.
  *
  * The region is made on first use, by whichever thread needs it first
  * (memfd_create, ftruncate, mmap: raw system calls, async-signal-safe); a
@@ -32,7 +33,7 @@
 #include "tdagent_internal.h"
 
 #define RING_MAGIC 0x47524454u /* "TDRG" */
-#define RING_VERSION 1u
+#define RING_VERSION 2u
 #define RING_COUNT 256u
 #define RING_ENTRIES 1024u /* a power of two */
 #define HEARTBEAT_EVERY 256u /* puts between two looks at the heartbeat; a power of two */
@@ -52,7 +53,7 @@ struct tdagent_ring {
     uint64_t head;  /* entries published (producer; release) */
     uint64_t tail;  /* entries consumed (consumer; release) */
     uint64_t drops; /* events counted instead of written (full ring) */
-    int32_t owner;  /* TID of the producer; 0 free; -1 its thread ended */
+    int32_t owner;  /* TID of the producer; 0 free; minus its TID once its thread ended */
     uint32_t pad_[9];
     struct tdagent_ring_entry entries[RING_ENTRIES];
 };
@@ -182,7 +183,10 @@ struct tdagent_ring *tdagent_ring_claim(struct tdagent_ring_region *region, pid_
 
 void tdagent_ring_release(struct tdagent_ring *r)
 {
-    __atomic_store_n(&r->owner, -1, __ATOMIC_RELEASE);
+    /* The TID stays readable (negated): drops counted since the last drain
+     * are still the ended thread's. */
+    int32_t owner = __atomic_load_n(&r->owner, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->owner, owner > 0 ? -owner : owner, __ATOMIC_RELEASE);
 }
 
 /* The controller's heartbeat is older than HEARTBEAT_STALE_NS at `now`: it

@@ -143,7 +143,9 @@ extern struct tdagent_rings_anchor __tdagent_rings;
  * back to the usual way. */
 extern td_thr_events_t __tdagent_stream_events;
 /* Set with __tdagent_stream_events: every known thread streams those events,
- * whatever its own report_events (a thread born meanwhile too). */
+ * whatever its own report_events (a thread born meanwhile too). 0: off;
+ * 1: an event a full ring cannot take is reported the usual way (lossless);
+ * 2: it is counted in the ring's drop counter instead. */
 extern unsigned char __tdagent_streaming;
 
 /* Reporting functions: each a one-byte `ret` followed by int3 padding, called

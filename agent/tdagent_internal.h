@@ -44,6 +44,10 @@ struct tdagent_thread *tdagent_adopt(void) TDAGENT_HIDDEN;
  * protocol variable: a program linked with the agent that names it holds
  * the one copy (a copy relocation), which a hidden alias would not see. */
 extern unsigned char __tdagent_streaming;
+/* Its values besides 0 (tdagent.h): a full ring falls back to the usual
+ * report, or counts a drop. */
+#define TDAGENT_STREAM_LOSSLESS 1
+#define TDAGENT_STREAM_DROP 2
 
 /* Whether a wrapper takes its reporting path: the thread's report_events,
  * or a controller streaming events. One thread-local load, one load of the

@@ -35,6 +35,12 @@ std::uint64_t monotonic_ns_at(double seconds)
     return static_cast<std::uint64_t>(base) + static_cast<std::uint64_t>(offset);
 }
 
+double seconds_at_monotonic_ns(std::uint64_t ns)
+{
+    const auto base = std::chrono::duration_cast<std::chrono::nanoseconds>(origin().time_since_epoch()).count();
+    return (static_cast<double>(static_cast<std::int64_t>(ns - static_cast<std::uint64_t>(base)))) / 1e9;
+}
+
 clock_pair read_clock_pair()
 {
     clock_pair p;

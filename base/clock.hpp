@@ -14,6 +14,11 @@ double seconds_since_start();
 /// a later time never maps to a smaller value.
 std::uint64_t monotonic_ns_at(double seconds);
 
+/// The inverse: a CLOCK_MONOTONIC time, ns (of any process of the host: a
+/// target's timestamps), on the seconds_since_start() scale; negative for a
+/// time before tdctl started. Exact to the double's precision, no clock read.
+double seconds_at_monotonic_ns(std::uint64_t ns);
+
 /// CLOCK_MONOTONIC and CLOCK_BOOTTIME read back to back, ns: what a trace
 /// needs to place its monotonic timestamps on the boot-time clock.
 struct clock_pair {

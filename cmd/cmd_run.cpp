@@ -113,6 +113,12 @@ std::optional<std::vector<td_event_e>> watch_events(command_context& c, const st
 // needs a stop; false after the error that says why not.
 bool can_stream(command_context& c, const run_options& options, const std::string& where)
 {
+    if (options.drop && !options.stream) {
+        c.check.usage_error(where, "watch --drop: drops are counted only in the rings of --stream");
+        return false;
+    }
+    if (!options.stream)
+        return true;
     std::string why = options.bt ? "--bt needs each event to stop its thread"
                                  : c.session().stream().unavailable_reason();
     if (why.empty())
@@ -168,22 +174,25 @@ command_status cmd_stop(command_context& c, const words& w, const std::string& w
 command_status cmd_watch(command_context& c, const words& w, const std::string& where)
 {
     static constexpr run_option_grammar grammar{
-        option_for | option_count | option_bt | option_stream, run_option_grammar::operand_kind::plain,
-        " (e.g. 5, 2.5s, 500ms)", "usage: watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]] [--stream]"};
+        option_for | option_count | option_bt | option_stream | option_drop, run_option_grammar::operand_kind::plain,
+        " (e.g. 5, 2.5s, 500ms)",
+        "usage: watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]] [--stream [--drop]]"};
     auto options = c.check.parse_options(w, 1, grammar, where);
     if (!options || !c.check.require_agent(where))
         return command_status::failed;
     auto list = watch_events(c, options->operand, where);
-    if (!list || (options->stream && !can_stream(c, *options, where)))
+    if (!list || !can_stream(c, *options, where))
         return command_status::failed;
     if (auto r = c.session().arm(*list); !r)
         return c.check.td_error(r.error(), fmt::format("{}: watch", where));
     if (options->stream) {
-        if (!c.session().stream().start(*list))
+        using full_ring = core::event_stream::full_ring;
+        if (!c.session().stream().start(*list, options->drop ? full_ring::drop : full_ring::report))
             return c.check.usage_error(where, "watch --stream: the agent's event rings could not be switched on");
-        c.out.note(fmt::format("watch: {} through the agent's event rings, no stop per event (a report a ring "
-                               "cannot take stops as usual)",
-                               join_events(*list)));
+        c.out.note(fmt::format("watch: {} through the agent's event rings, no stop per event ({})",
+                               join_events(*list),
+                               options->drop ? "an event a full ring cannot take is counted as lost"
+                                             : "a report a ring cannot take stops as usual"));
     }
     core::usage_window_scope usage(c.session().accounting(), core::counter_depth::times, time_split_named_rows);
     event_stacks_scope stacks(c.session(), static_cast<int>(options->bt.value_or(0)));
@@ -210,6 +219,8 @@ command_status cmd_watch(command_context& c, const words& w, const std::string& 
         c.out.event(msg);
         ++seen;
     }
+    for (const auto& loss : c.session().stream().losses())
+        c.out.print(lost_record{loss.lwp.value, loss.count});
     auto split = c.session().accounting().take_usage_window();
     // Closed before the disarm: its settling takes every late exit stop,
     // and none of them need reading any more. Detach puts back what arm

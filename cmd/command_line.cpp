@@ -165,6 +165,8 @@ std::expected<run_options, std::string> parse_run_options(const std::vector<std:
         std::optional<std::string> bad_bt;
         if (words[i] == "--stream" && (grammar.options & option_stream) != 0) {
             got.stream = true;
+        } else if (words[i] == "--drop" && (grammar.options & option_drop) != 0) {
+            got.drop = true;
         } else if (read_bt_option(words[i], grammar, got, bad_bt)) {
             if (bad_bt)
                 return std::unexpected(*bad_bt);

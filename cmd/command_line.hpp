@@ -36,6 +36,7 @@ enum run_option : unsigned {
     option_bt = 32,        ///< --bt or --bt=DEPTH (DEPTH >= 1; one word)
     option_top = 64,       ///< --top N (N >= 1)
     option_stream = 128,   ///< --stream (no value)
+    option_drop = 256,     ///< --drop (no value)
 };
 
 /// Frames per event of a bare `--bt` (as many as `bt` shows).
@@ -64,6 +65,7 @@ struct run_options {
     std::optional<long long> bt;        ///< --bt[=DEPTH]: frames per event, >= 1
     std::optional<long long> top;       ///< --top, >= 1
     bool stream = false;                ///< --stream
+    bool drop = false;                  ///< --drop
     std::string operand;                ///< empty when none was given
 };
 

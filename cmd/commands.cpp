@@ -40,7 +40,7 @@ std::span<const command_entry> command_table()
          "  (and removes these breakpoints). Threads must have the events in a mask and\n"
          "  reporting enabled (`event set`, `event enable on all`)."},
         {"watch", {}, cmd_watch, stop_use::shares,
-         "watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]] [--stream]\n"
+         "watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]] [--stream [--drop]]\n"
          "  Arm the events (default: every event the thread library reports), enable\n"
          "  reporting on every thread and each new one, and print each message as it is\n"
          "  drained. Ends after N messages, after the duration, on Ctrl-C, or when the\n"
@@ -50,7 +50,9 @@ std::span<const command_entry> command_table()
          "  --bt: each event also carries the reporting thread's call stack (the creator's\n"
          "  for TD_CREATE, the dying thread's for TD_DEATH), at most DEPTH frames (64).\n"
          "  --stream (with the agent): threads write events to rings tdctl drains while\n"
-         "  they run; no thread stops for an event (no --bt, no start routines)."},
+         "  they run; no thread stops for an event (no --bt, no start routines). An\n"
+         "  event a full ring cannot take stops its thread as without --stream; with\n"
+         "  --drop it is counted instead, and a `lost` line per thread gives the counts."},
         {"summary", {}, cmd_summary, stop_use::releases,
          "summary [--top N]\n"
          "  The event messages printed so far in the session: counts per event type,\n"
@@ -169,7 +171,7 @@ std::string help_text(const std::string& command)
                "  event addr|set|clear|enable|getmsg ...\n"
                "                                   the td_* event calls by hand (help event)\n"
                "  stop EVENTS [--for S]            run until a thread reports one of EVENTS, then hold\n"
-               "  watch [EVENTS] [--count N] [--for S] [--bt[=DEPTH]] [--stream]\n"
+               "  watch [EVENTS] [--count N] [--for S] [--bt[=DEPTH]] [--stream [--drop]]\n"
                "                                   print every event as it happens\n"
                "  summary [--top N]                counts of the events seen, per call site and start routine\n"
                "  locks [--for S] [--interval S] [--top N] [--bt=DEPTH]\n"

@@ -49,7 +49,7 @@ word_list options_of(const word_list& words)
     const std::string& c = words.front();
     const std::string sub = words.size() > 1 ? words[1] : "";
     if (c == "watch")
-        return {"--count", "--for", "--bt", "--stream"};
+        return {"--count", "--for", "--bt", "--stream", "--drop"};
     if (c == "stop")
         return {"--for"};
     if (c == "top")

@@ -440,6 +440,21 @@ std::string watch_end_record::text() const
     return fmt::format("watch: {} ({})", count_of(messages, "message"), reason);
 }
 
+json_record lost_record::json() const
+{
+    json_record rec;
+    rec["type"] = "lost";
+    rec["tid"] = tid;
+    rec["count"] = count;
+    return rec;
+}
+
+std::string lost_record::text() const
+{
+    return fmt::format("lost: {} of thread {} (its ring was full)", count_of(static_cast<std::size_t>(count), "event"),
+                       tid);
+}
+
 // ---------------------------------------------------------------- bt
 
 json_record backtrace_record::json() const

@@ -189,6 +189,15 @@ struct watch_end_record {
     std::string text() const;
 };
 
+/// Events of thread `tid` (an LWP) that `watch --stream --drop` counted
+/// instead of writing, its ring being full (the agent's drop counters).
+struct lost_record {
+    pid_t tid = 0;
+    std::uint64_t count = 0;
+    json_record json() const;
+    std::string text() const;
+};
+
 /// `continue` resumed the target.
 struct continued_record {
     pid_t pid = 0;

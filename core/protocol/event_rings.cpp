@@ -16,7 +16,7 @@ constexpr std::string_view agent_module = "libtdagent.so";
 constexpr std::string_view ring_prefix = "_tdagent_db_ring_";
 // The header's magic ("TDRG") and the one version this reader knows.
 constexpr std::uint32_t ring_magic = 0x47524454;
-constexpr std::uint32_t ring_version = 1;
+constexpr std::uint32_t ring_version = 2;
 // The anchor's fields (tdagent.h: int32 state, int32 fd, uint64 size).
 constexpr std::uint64_t anchor_fd_offset = 4;
 constexpr std::uint64_t anchor_size_offset = 8;
@@ -51,6 +51,14 @@ void store(std::byte* base, const ring_field& f, T value, std::memory_order orde
 std::uint64_t load_word(std::byte* base, const ring_field& f, std::memory_order order)
 {
     return f.size == 8 ? load<std::uint64_t>(base, f, order) : load<std::uint32_t>(base, f, order);
+}
+
+void store_word(std::byte* base, const ring_field& f, std::uint64_t value)
+{
+    if (f.size == 8)
+        store<std::uint64_t>(base, f, value, std::memory_order_relaxed);
+    else
+        store<std::uint32_t>(base, f, static_cast<std::uint32_t>(value), std::memory_order_relaxed);
 }
 
 std::uint64_t plain_word(const std::byte* base, const ring_field& f)
@@ -143,6 +151,7 @@ std::optional<ring_region> ring_region::open(std::span<std::byte> bytes, const r
             return std::nullopt;
     if (!fits)
         return std::nullopt;
+    r.drops_seen_.assign(r.ring_count_, 0);
     return r;
 }
 
@@ -185,16 +194,35 @@ std::vector<ring_event> ring_region::drain_all()
     for (std::uint32_t i = 0; i < ring_count_; ++i) {
         std::byte* ring = ring_at(i);
         const auto owner = static_cast<std::int32_t>(load_word(ring, l_.owner, std::memory_order_acquire));
-        if (owner == 0)
+        if (owner == 0) {
+            drops_seen_[i] = 0;  // a free ring's counter is 0: its next producer counts from there
             continue;
+        }
         drain(i, out);
-        // Its thread ended before this drain began, and everything it wrote is taken.
-        if (owner == -1 && load_word(ring, l_.head, std::memory_order_acquire) ==
-                               load_word(ring, l_.tail, std::memory_order_relaxed))
+        // The owner was loaded first: every drop of an ended thread is counted by now.
+        const std::uint64_t drops = load_word(ring, l_.drops, std::memory_order_relaxed);
+        if (drops > drops_seen_[i]) {
+            losses_.push_back(ring_loss{owner < 0 ? -owner : owner, drops - drops_seen_[i]});
+            drops_seen_[i] = drops;
+        }
+        // Its thread ended before this drain began, and everything it wrote
+        // is taken: free for another thread, its drop counter back to 0
+        // (every drop was taken above; nobody writes the ring meanwhile).
+        if (owner < 0 && load_word(ring, l_.head, std::memory_order_acquire) ==
+                             load_word(ring, l_.tail, std::memory_order_relaxed)) {
+            store_word(ring, l_.drops, 0);
+            drops_seen_[i] = 0;
             store<std::int32_t>(ring, l_.owner, 0, std::memory_order_release);
+        }
     }
     std::ranges::stable_sort(out, {}, &ring_event::time_ns);
     return out;
+}
+
+void ring_region::discard()
+{
+    std::vector<ring_event> old = drain_all();
+    (void)take_losses();
 }
 
 std::uint64_t ring_region::drops() const

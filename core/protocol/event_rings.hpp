@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <sys/types.h>
@@ -80,6 +81,13 @@ struct ring_event {
     std::uint32_t ring = 0;      ///< which ring it came from
 };
 
+/// Events a ring's thread could not write (full ring, drop mode) since the
+/// last drain that saw its drop counter.
+struct ring_loss {
+    pid_t tid = 0;            ///< the producer, in the target's PID namespace
+    std::uint64_t count = 0;  ///< events counted instead of written
+};
+
 /// A view of the region mapped in tdctl. The target writes it while tdctl
 /// reads: every shared word goes through std::atomic_ref, the entries are
 /// read only between tail and an acquired head.
@@ -96,10 +104,18 @@ public:
     /// Appends every entry ring `i` published since the last drain to
     /// `out`, in its order, then frees their slots.
     void drain(std::uint32_t i, std::vector<ring_event>& out);
-    /// Drains every ring; rings whose thread ended (owner -1) and that are
-    /// now empty are freed for another thread. The events come sorted by
-    /// time_ns (each ring's own order kept for equal times).
+    /// Drains every ring; rings whose thread ended (owner: minus its TID)
+    /// and that are now empty are freed for another thread, after their
+    /// drops were taken. The events come sorted by time_ns (each ring's own
+    /// order kept for equal times); what each ring's drop counter grew by
+    /// is kept for take_losses().
     std::vector<ring_event> drain_all();
+    /// The drops found by drain_all() since the last call, one entry per
+    /// ring and drain that saw its counter grow.
+    std::vector<ring_loss> take_losses() { return std::exchange(losses_, {}); }
+    /// Drains every ring and forgets what it held and dropped: what a
+    /// session before this one left.
+    void discard();
     /// Events counted instead of written (full rings), over every ring.
     std::uint64_t drops() const;
     /// Events that found no free ring.
@@ -118,6 +134,8 @@ private:
     std::uint32_t ring_offset_ = 0;
     std::uint32_t ring_stride_ = 0;
     std::uint32_t entry_size_ = 0;
+    std::vector<std::uint64_t> drops_seen_;  // per ring: its drop counter at the last drain
+    std::vector<ring_loss> losses_;
 };
 
 }  // namespace tdctl::core

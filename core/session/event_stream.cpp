@@ -29,15 +29,6 @@ std::uint64_t monotonic_now_ns()
     return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-// The target's CLOCK_MONOTONIC time `ns` on tdctl's seconds_since_start()
-// line (one clock for every process of the host).
-double seconds_at(std::uint64_t ns)
-{
-    const double now = seconds_since_start();
-    const std::uint64_t now_ns = monotonic_now_ns();
-    return now - (static_cast<double>(now_ns) - static_cast<double>(ns)) / 1e9;
-}
-
 std::string link_of(const std::string& path)
 {
     std::array<char, 256> buf{};
@@ -85,11 +76,16 @@ void event_stream::clear_left_over()
     (void)write_journaled(mask->address, std::as_bytes(std::span(&none, 1)), std::as_bytes(std::span(&none, 1)));
 }
 
-bool event_stream::start(const std::vector<td_event_e>& events)
+bool event_stream::start(const std::vector<td_event_e>& events, full_ring when_full)
 {
     if (!unavailable_reason().empty())
         return false;
+    lost_.clear();
     layout_ = read_ring_layout(target_);
+    // A region a session before this one streamed to: its rings may hold
+    // that session's events and drops, written before this watch.
+    if (map_region() == mapped::yes)
+        region_->discard();
     mask_address_ = target_.lookup_symbol(agent_module, "__tdagent_stream_events")->address;
     flag_address_ = target_.lookup_symbol(agent_module, "__tdagent_streaming")->address;
     td_thr_events_t mask;
@@ -101,7 +97,8 @@ bool event_stream::start(const std::vector<td_event_e>& events)
     // natural values are 0 whatever is found: a session killed with its
     // guardian (nothing restored) leaves them set.
     const td_thr_events_t none{};
-    const std::uint8_t on = 1, off = 0;
+    // __tdagent_streaming's values (tdagent.h): 1 lossless, 2 drops counted.
+    const std::uint8_t on = when_full == full_ring::drop ? 2 : 1, off = 0;
     if (!write_journaled(mask_address_, std::as_bytes(std::span(&none, 1)), std::as_bytes(std::span(&mask, 1))))
         return false;
     if (!write_journaled(flag_address_, std::as_bytes(std::span(&off, 1)), std::as_bytes(std::span(&on, 1)))) {
@@ -143,15 +140,17 @@ event_stream::mapped event_stream::map_region()
     return mapped::yes;
 }
 
+tid_t event_stream::lwp_of(pid_t tid)
+{
+    if (tid <= 0)
+        return tid_t{};
+    if (auto lwp = target_.lwp_of_ns_tid(tid))
+        return *lwp;
+    return target_.ns_pid() ? tid_t{} : tid_t{tid};  // ended: its TID is the LWP's
+}
+
 events::event_message event_stream::message_of(const ring_event& e)
 {
-    auto lwp_of = [&](pid_t tid) {
-        if (tid <= 0)
-            return tid_t{};
-        if (auto lwp = target_.lwp_of_ns_tid(tid))
-            return *lwp;
-        return target_.ns_pid() ? tid_t{} : tid_t{tid};  // ended: its TID is the LWP's
-    };
     events::event_message m;
     m.event = e.event;
     m.tid = lwp_of(e.subject_tid);
@@ -159,7 +158,7 @@ events::event_message event_stream::message_of(const ring_event& e)
     m.ns_tid = target_.ns_pid() && e.subject_tid > 0 ? std::optional<pid_t>(e.subject_tid) : std::nullopt;
     m.handle = e.subject;
     m.data = e.data;
-    m.time = seconds_at(e.time_ns);
+    m.time = seconds_at_monotonic_ns(e.time_ns);
     if (m.tid.value != 0)
         m.name = target_.thread_name(m.tid);
     m.origin = "ring";
@@ -196,6 +195,8 @@ std::vector<events::event_message> event_stream::drain_rings()
             m.lifetime_ns = lifetime_of_(m.tid);
         }
     }
+    for (const ring_loss& l : region_->take_losses())
+        lost_[lwp_of(l.tid).value] += l.count;
     return out;
 }
 
@@ -225,9 +226,13 @@ void event_stream::forget_image()
     mapping_ = {};
 }
 
-std::uint64_t event_stream::no_ring() const
+std::vector<event_stream::loss> event_stream::losses() const
 {
-    return region_ ? region_->no_ring() + region_->drops() : 0;
+    std::vector<loss> out;
+    for (const auto& [lwp, count] : lost_)
+        out.push_back(loss{tid_t{lwp}, count});
+    return out;
 }
+
 
 }  // namespace tdctl::core

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -45,10 +46,16 @@ public:
     /// Why the target cannot stream (no agent, an agent without rings), or
     /// empty when it can.
     std::string unavailable_reason();
+    /// What a thread does with an event its full ring cannot take.
+    enum class full_ring {
+        report,  ///< reports it with a stop, as without streaming (lossless)
+        drop,    ///< counts it in the ring's drop counter (losses())
+    };
     /// Streams `events` from now on (journaled writes, change_kind::
-    /// global_mask: a disarm's restore puts them back too). False, with
+    /// global_mask: a disarm's restore puts them back too). What the rings
+    /// hold from a session before this one is discarded. False, with
     /// unavailable_reason(), when the target cannot.
-    bool start(const std::vector<td_event_e>& events);
+    bool start(const std::vector<td_event_e>& events, full_ring when_full = full_ring::report);
     bool is_active() const { return active_; }
     /// `event` is streamed now.
     bool streams(td_event_e event) const { return active_ && td_eventismember(&streamed_, event); }
@@ -68,10 +75,14 @@ public:
     /// Ends streaming: the two writes put back, then what the rings still
     /// hold drained and returned.
     std::vector<events::event_message> stop();
-    /// Events the agent could not put in a ring and reported with a stop
-    /// instead (no free ring), and entries counted as dropped; both 0 unless
-    /// rings ran out.
-    std::uint64_t no_ring() const;
+    /// Events dropped at a full ring (full_ring::drop), per thread: the
+    /// drops the drains found since start(), by LWP (a thread that ended
+    /// keeps its TID as LWP), in order of the LWP.
+    struct loss {
+        tid_t lwp;
+        std::uint64_t count = 0;
+    };
+    std::vector<loss> losses() const;
     /// The longest a pump may wait between two drains while streaming, ms.
     static constexpr int drain_interval_ms = 10;
 
@@ -87,6 +98,9 @@ private:
     /// Everything the mapped region holds now, as messages.
     std::vector<events::event_message> drain_rings();
     events::event_message message_of(const ring_event& e);
+    /// The LWP of `tid` (the target's PID namespace); a thread that ended
+    /// keeps its TID; none for 0 or an ended thread in another namespace.
+    tid_t lwp_of(pid_t tid);
 
     live_target& target_;
     lifetime_source lifetime_of_;
@@ -99,6 +113,8 @@ private:
     td_thr_events_t streamed_{};
     // Subjects (LWPs) of TD_DEATH messages drained and not asked about yet.
     std::unordered_set<pid_t> deaths_;
+    // Drops found by the drains since start(), by LWP.
+    std::map<pid_t, std::uint64_t> lost_;
 };
 
 }  // namespace tdctl::core

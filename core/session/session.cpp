@@ -378,6 +378,10 @@ void session::on_breakpoint(const ptrace::stop_event& ev, std::vector<session_ev
         hold_at_stop(event, ev, out);
         return;
     }
+    // Streaming: a report that stops (a full ring, no free ring) comes after
+    // what the rings hold, which was written before it.
+    if (stream_.is_active() && !silent)
+        hand_out(stream_.drain(), out);
     if (auto msg = watch_.at_site(ev, silent))
         out.push_back(session_event{session_event::kind::message, std::move(*msg), 0, {}});
     process.resume(ev.tid);

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -418,6 +419,91 @@ TEST_CASE("watch --stream on a thread storm: more threads than rings, every thre
     check_each_thread_once(run, tids);
     MESSAGE(count_origin(run, "ring"), " of ", run.events.size(), " messages from the rings");
     CHECK(count_origin(run, "ring") > 0);
+}
+
+// A consumer held back on purpose: e2e_trylock --hold-tracer stops tdctl
+// (SIGSTOP) while its tryer makes 5,000 trylock failures, each a
+// TD_LOCK_TRY, so the tryer's ring (1,024 entries) fills up with nobody
+// draining it.
+TEST_CASE("watch --stream with tdctl held back: nothing lost and each thread in order; --drop counts exactly what it lost")
+{
+    test::require_ptrace();
+    constexpr long failures = 5000;
+    for (bool drop : {false, true}) {
+        CAPTURE(drop);
+        test::temp_file record("tdctl-agent-e2e-held-back");
+        auto run = run_tdctl_agent({drop ? "watch lock_try --stream --drop" : "watch lock_try --stream"},
+                                   {fixture_path("e2e_trylock"), "--record", record.path(), "--hold-tracer",
+                                    std::to_string(failures), "1"},
+                                   120s);
+        INFO(describe_run(run, 20));
+        REQUIRE(run.result.status.is_success());
+        // The record: the tryer's TID, its failures, why tdctl was let go.
+        auto text = test::read_text_file(record.path()).value_or("");
+        std::istringstream lines(text);
+        pid_t tryer = 0;
+        long recorded_failures = -1;
+        std::string released;
+        for (std::string line; std::getline(lines, line);) {
+            std::istringstream words(line);
+            std::string kind, a, b, c;
+            words >> kind >> a >> b >> c;
+            if (kind == "thread" && c == "tryer")
+                tryer = std::stoi(a);
+            else if (kind == "trylock")
+                recorded_failures = std::stol(b);
+            else if (kind == "released")
+                released = a;
+        }
+        INFO(text);
+        REQUIRE(tryer > 0);
+        REQUIRE(recorded_failures == failures);
+        // The tryer's TD_LOCK_TRYs: its failures and its two contended locks.
+        const long made = failures + 2;
+        long seen = 0, from_rings = 0;
+        double last_time = -1;
+        bool in_order = true;
+        for (const auto& e : run.events) {
+            if (e.event != "TD_LOCK_TRY" || e.reporter != tryer)
+                continue;
+            ++seen;
+            from_rings += e.origin == "ring" ? 1 : 0;
+            const double t = e.raw.at("time").get<double>();
+            in_order = in_order && t >= last_time;
+            last_time = t;
+        }
+        std::uint64_t lost = 0;
+        for (const auto& l : run.of_type("lost")) {
+            CHECK(l.at("tid").get<pid_t>() == tryer);
+            lost += l.at("count").get<std::uint64_t>();
+        }
+        if (!drop) {
+            // Lossless: the full ring's events stopped the tryer instead,
+            // after what its ring held.
+            CHECK(released == "tryer-stopped");
+            CHECK(seen == made);
+            CHECK(lost == 0);
+            CHECK(from_rings > 0);
+            CHECK(from_rings < seen);
+            CHECK(in_order);
+        } else {
+            // --drop: no stop; what the ring could not take is counted, exactly.
+            CHECK(released == "done");
+            CHECK(lost > 0);
+            CHECK(seen + static_cast<long>(lost) == made);
+            CHECK(from_rings == seen);
+        }
+    }
+}
+
+TEST_CASE("watch --drop without --stream is refused")
+{
+    test::require_ptrace();
+    test::temp_file record("tdctl-agent-e2e-drop-refused");
+    auto run = run_tdctl_agent({"watch lock_try --drop --for 1"},
+                               {fixture_path("e2e_trylock"), "--record", record.path()});
+    CHECK_FALSE(run.result.status.is_success());
+    CHECK(run.result.err.find("watch --drop: drops are counted only in the rings of --stream") != std::string::npos);
 }
 
 TEST_CASE("watch --stream is refused with its reason: with --bt, and without the agent")

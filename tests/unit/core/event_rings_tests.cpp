@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <string>
@@ -214,6 +215,64 @@ TEST_CASE("event rings: a full ring refuses a put (counted as a drop when asked)
     CHECK(again == r);  // the first free ring
     tdagent_ring_release(again);
     region.drain_all();
+}
+
+TEST_CASE("event rings: drops are taken per thread, an ended thread's too, and discard forgets them")
+{
+    second_mapping m;
+    auto region = m.region();
+    region.discard();  // what earlier cases left
+    CHECK(region.take_losses().empty());
+    tdagent_ring* a = tdagent_ring_claim(tdagent_ring_region(), 8001);
+    tdagent_ring* b = tdagent_ring_claim(tdagent_ring_region(), 8002);
+    REQUIRE(a != nullptr);
+    REQUIRE(b != nullptr);
+    auto fill_and_drop = [&](tdagent_ring* r, pid_t tid, int drops) {
+        for (std::uint64_t k = 0; k < region.ring_entries(); ++k) {
+            const auto e = entry(tid, k);
+            REQUIRE(tdagent_ring_put(r, &e, 1) == 1);
+        }
+        const auto extra = entry(tid, 0);
+        for (int i = 0; i < drops; ++i)
+            REQUIRE(tdagent_ring_put(r, &extra, 1) == 0);
+    };
+    fill_and_drop(a, 8001, 3);
+    fill_and_drop(b, 8002, 7);
+    CHECK(region.drain_all().size() == 2 * region.ring_entries());
+    auto losses = region.take_losses();
+    std::ranges::sort(losses, {}, &core::ring_loss::tid);
+    REQUIRE(losses.size() == 2);
+    CHECK(losses[0].tid == 8001);
+    CHECK(losses[0].count == 3);
+    CHECK(losses[1].tid == 8002);
+    CHECK(losses[1].count == 7);
+    CHECK(region.take_losses().empty());  // taken once
+    // b drops more and ends before the next drain: its TID is still known,
+    // and its ring is freed once drained.
+    fill_and_drop(b, 8002, 2);
+    tdagent_ring_release(b);
+    region.drain_all();
+    losses = region.take_losses();
+    REQUIRE(losses.size() == 1);
+    CHECK(losses[0].tid == 8002);
+    CHECK(losses[0].count == 2);
+    tdagent_ring* again = tdagent_ring_claim(tdagent_ring_region(), 8003);
+    CHECK(again == b);  // freed: its counter stays, only growth is a loss
+    region.drain_all();
+    CHECK(region.take_losses().empty());
+    // Drops a view never drained (a session before this one) are forgotten.
+    fill_and_drop(a, 8001, 4);
+    auto later = m.region();
+    later.discard();
+    CHECK(later.take_losses().empty());
+    fill_and_drop(a, 8001, 1);
+    later.drain_all();
+    losses = later.take_losses();
+    REQUIRE(losses.size() == 1);
+    CHECK(losses[0].count == 1);
+    tdagent_ring_release(a);
+    tdagent_ring_release(again);
+    later.drain_all();
 }
 
 TEST_CASE("event rings: drain_all merges the rings by the target's clock")

@@ -2,6 +2,7 @@
 // on canned event messages: no target.
 #include <algorithm>
 #include <cstdint>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -248,4 +249,21 @@ TEST_CASE("messages of a thread after its TD_DEATH go on the process track")
     auto model = r.finish(0.2);
     REQUIRE(model.process_marks.size() == 1);
     CHECK(model.process_marks[0].name == "TD_CONCURRENCY");
+}
+
+TEST_CASE("seconds_at_monotonic_ns: a CLOCK_MONOTONIC time on the seconds_since_start scale, the inverse of monotonic_ns_at")
+{
+    for (double s : {0.0, 0.001, 1.5, 3600.25})
+        CHECK(tdctl::seconds_at_monotonic_ns(tdctl::monotonic_ns_at(s)) == doctest::Approx(s).epsilon(1e-12));
+    // A time read now lies between two seconds_since_start() around it.
+    const double before = tdctl::seconds_since_start();
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    const double after = tdctl::seconds_since_start();
+    const double at = tdctl::seconds_at_monotonic_ns(static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
+                                                     static_cast<std::uint64_t>(ts.tv_nsec));
+    CHECK(at >= before - 1e-9);
+    CHECK(at <= after + 1e-9);
+    // Before tdctl started: negative.
+    CHECK(tdctl::seconds_at_monotonic_ns(tdctl::monotonic_ns_at(0.0) - 2000000000u) == doctest::Approx(-2.0));
 }
