@@ -110,6 +110,30 @@ int tdagent_event_wanted(const struct tdagent_thread *reporter, td_event_e event
     return tdagent_event_selected(reporter, event) || stream_selected(reporter, event);
 }
 
+/* What the entry carries besides the message: the call site noted by the
+ * wrapper that reports a wait, a lock event or TD_CREATE, the lock's kind
+ * and owner for a lock event, the start routine for TD_CREATE. */
+static void note_context(struct tdagent_ring_put_args *entry, const struct tdagent_thread *reporter,
+                         const struct tdagent_thread *subject, td_event_e event)
+{
+    switch (event) {
+    case TD_LOCK_TRY:
+    case TD_SLEEP:
+    case TD_READY:
+    case TD_PRI_INHERIT:
+    case TD_TIMEOUT:
+        entry->lock_kind = reporter->report_lock_kind;
+        entry->lock_owner = reporter->report_lock_owner;
+        entry->call_site = (uint64_t)(uintptr_t)reporter->report_site;
+        break;
+    case TD_CREATE:
+        entry->call_site = (uint64_t)(uintptr_t)reporter->report_site;
+        entry->start_routine = (uint64_t)(uintptr_t)subject->start_routine;
+        break;
+    default: break;
+    }
+}
+
 /* Writes a streamed event to the reporting thread's ring: 1 when written,
  * or counted as dropped in drop mode (no stop, no buffer); 0 to report the
  * usual way (no ring to be had, a full ring in lossless mode, or a signal
@@ -129,9 +153,10 @@ static int stream_report(struct tdagent_thread *reporter, struct tdagent_thread 
     }
     int written = 0;
     if (reporter->ring != NULL) {
-        const struct tdagent_ring_put_args entry = {(uint64_t)(uintptr_t)subject, (uint64_t)(uintptr_t)data,
-                                                    __atomic_load_n(&subject->tid, __ATOMIC_RELAXED),
-                                                    reporter->tid, (uint32_t)event};
+        struct tdagent_ring_put_args entry = {(uint64_t)(uintptr_t)subject, (uint64_t)(uintptr_t)data,
+                                              __atomic_load_n(&subject->tid, __ATOMIC_RELAXED),
+                                              reporter->tid, (uint32_t)event, 0, 0, 0, 0};
+        note_context(&entry, reporter, subject, event);
         /* Drop mode: a full ring counts the event in its drop counter, and
          * that is the report (the controller prints the count). */
         const int drop = __atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED) == TDAGENT_STREAM_DROP;

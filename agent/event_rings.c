@@ -33,7 +33,7 @@
 #include "tdagent_internal.h"
 
 #define RING_MAGIC 0x47524454u /* "TDRG" */
-#define RING_VERSION 2u
+#define RING_VERSION 3u
 #define RING_COUNT 256u
 #define RING_ENTRIES 1024u /* a power of two */
 #define HEARTBEAT_EVERY 256u /* puts between two looks at the heartbeat; a power of two */
@@ -46,6 +46,11 @@ struct tdagent_ring_entry {
     int32_t subject_tid;  /* the subject's TID (0 when not known) */
     int32_t reporter_tid; /* the reporting thread's TID */
     uint32_t event;       /* td_event_e */
+    int32_t lock_owner;   /* a lock event: the lock's owner TID when the wait began; 0 unknown */
+    uint64_t call_site;   /* a wait, a lock event or TD_CREATE: the return address into the
+                             caller of the reporting wrapper; 0 otherwise */
+    uint64_t start_routine; /* TD_CREATE: the new thread's start routine; 0 otherwise */
+    uint32_t lock_kind;   /* a lock event: enum tdagent_lock_kind; 0 otherwise */
     uint32_t pad_;
 };
 
@@ -102,6 +107,10 @@ RING_FIELD(entry_data, struct tdagent_ring_entry, data);
 RING_FIELD(entry_subject_tid, struct tdagent_ring_entry, subject_tid);
 RING_FIELD(entry_reporter_tid, struct tdagent_ring_entry, reporter_tid);
 RING_FIELD(entry_event, struct tdagent_ring_entry, event);
+RING_FIELD(entry_lock_owner, struct tdagent_ring_entry, lock_owner);
+RING_FIELD(entry_call_site, struct tdagent_ring_entry, call_site);
+RING_FIELD(entry_start_routine, struct tdagent_ring_entry, start_routine);
+RING_FIELD(entry_lock_kind, struct tdagent_ring_entry, lock_kind);
 
 enum { anchor_none = 0, anchor_making = 1, anchor_ready = 2, anchor_failed = 3 };
 
@@ -223,6 +232,10 @@ int tdagent_ring_put(struct tdagent_ring *r, const struct tdagent_ring_put_args 
     slot->subject_tid = e->subject_tid;
     slot->reporter_tid = e->reporter_tid;
     slot->event = e->event;
+    slot->lock_owner = e->lock_owner;
+    slot->call_site = e->call_site;
+    slot->start_routine = e->start_routine;
+    slot->lock_kind = e->lock_kind;
     __atomic_store_n(&r->head, head + 1, __ATOMIC_RELEASE);
     return 1;
 }

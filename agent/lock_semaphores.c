@@ -104,6 +104,12 @@ int tdagent_lock_sem_is_lock(const sem_t *s)
     return find(s) != NULL;
 }
 
+int32_t tdagent_lock_sem_holder(const sem_t *s)
+{
+    const struct tdagent_lock_sem *e = find(s);
+    return e != NULL ? __atomic_load_n(&e->holder, __ATOMIC_RELAXED) : -1;
+}
+
 void tdagent_lock_sem_taken(sem_t *s, const struct tdagent_thread *self)
 {
     struct tdagent_lock_sem *e = find(s);

@@ -22,6 +22,7 @@
  *     one reports a SLEEP/READY pair that did not block). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <semaphore.h>
 
@@ -37,16 +38,26 @@ static int is_priority_inheriting(const pthread_mutex_t *m)
     return (__atomic_load_n(&m->__data.__kind, __ATOMIC_RELAXED) & glibc_mutex_prio_inherit_bit) != 0;
 }
 
-static void report_contended_mutex(struct tdagent_thread *self, pthread_mutex_t *m)
+/* glibc keeps a mutex's owner TID in __owner (PI and robust mutexes too,
+ * with FUTEX_OWNER_DIED and FUTEX_WAITERS above the TID bits). */
+static int32_t mutex_owner(const pthread_mutex_t *m)
 {
+    return __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) & FUTEX_TID_MASK;
+}
+
+static void report_contended_mutex(struct tdagent_thread *self, pthread_mutex_t *m, void *site)
+{
+    tdagent_note_report(self, site, TDAGENT_LOCK_MUTEX, mutex_owner(m));
     tdagent_report(self, self, TD_LOCK_TRY, m);
     if (is_priority_inheriting(m))
         tdagent_report(self, self, TD_PRI_INHERIT, m);
     tdagent_report(self, self, TD_SLEEP, m);
 }
 
-static void report_contended_lock(struct tdagent_thread *self, void *lock)
+static void report_contended_lock(struct tdagent_thread *self, void *lock, void *site,
+                                  enum tdagent_lock_kind kind, int32_t owner)
 {
+    tdagent_note_report(self, site, kind, owner);
     tdagent_report(self, self, TD_LOCK_TRY, lock);
     tdagent_report(self, self, TD_SLEEP, lock);
 }
@@ -60,14 +71,15 @@ static int relocks_own_errorcheck_mutex(const struct tdagent_thread *self, const
     return (m->__data.__kind & 3) == PTHREAD_MUTEX_ERRORCHECK_NP && m->__data.__owner == self->tid;
 }
 
-__attribute__((noinline)) static int mutex_lock_reporting(struct tdagent_thread *self, pthread_mutex_t *m)
+__attribute__((noinline)) static int mutex_lock_reporting(struct tdagent_thread *self, pthread_mutex_t *m,
+                                                          void *site)
 {
     int err = tdagent_real.pthread_mutex_trylock(m);
     if (err != EBUSY)
         return err; /* acquired, or an error (EOWNERDEAD acquires too) */
     if (relocks_own_errorcheck_mutex(self, m))
         return tdagent_real.pthread_mutex_lock(m);
-    report_contended_mutex(self, m);
+    report_contended_mutex(self, m, site);
     err = tdagent_real.pthread_mutex_lock(m);
     tdagent_report(self, self, TD_READY, m);
     return err;
@@ -77,15 +89,18 @@ TDAGENT_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
 {
     struct tdagent_thread *self = tdagent_self;
     if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
-        return mutex_lock_reporting(tdagent_known_self(self), m);
+        return mutex_lock_reporting(tdagent_known_self(self), m, __builtin_return_address(0));
     return tdagent_real.pthread_mutex_lock(m);
 }
 
-__attribute__((noinline)) static int mutex_trylock_reporting(struct tdagent_thread *self, pthread_mutex_t *m)
+__attribute__((noinline)) static int mutex_trylock_reporting(struct tdagent_thread *self, pthread_mutex_t *m,
+                                                             void *site)
 {
     int err = tdagent_real.pthread_mutex_trylock(m);
-    if (err == EBUSY)
+    if (err == EBUSY) {
+        tdagent_note_report(self, site, TDAGENT_LOCK_MUTEX, mutex_owner(m));
         tdagent_report(self, self, TD_LOCK_TRY, m);
+    }
     return err;
 }
 
@@ -93,7 +108,7 @@ TDAGENT_EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
 {
     struct tdagent_thread *self = tdagent_self;
     if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
-        return mutex_trylock_reporting(tdagent_known_self(self), m);
+        return mutex_trylock_reporting(tdagent_known_self(self), m, __builtin_return_address(0));
     return tdagent_real.pthread_mutex_trylock(m);
 }
 
@@ -108,7 +123,7 @@ TDAGENT_EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct time
         return err;
     if (relocks_own_errorcheck_mutex(self, m))
         return tdagent_real.pthread_mutex_timedlock(m, abstime);
-    report_contended_mutex(self, m);
+    report_contended_mutex(self, m, __builtin_return_address(0));
     err = tdagent_real.pthread_mutex_timedlock(m, abstime);
     tdagent_report(self, self, TD_READY, m);
     return err;
@@ -125,7 +140,7 @@ TDAGENT_EXPORT int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clock, 
         return err;
     if (relocks_own_errorcheck_mutex(self, m))
         return tdagent_real.pthread_mutex_clocklock(m, clock, abstime);
-    report_contended_mutex(self, m);
+    report_contended_mutex(self, m, __builtin_return_address(0));
     err = tdagent_real.pthread_mutex_clocklock(m, clock, abstime);
     tdagent_report(self, self, TD_READY, m);
     return err;
@@ -151,13 +166,15 @@ static int rwlock_forward(enum rwlock_call kind, pthread_rwlock_t *l, clockid_t 
 
 __attribute__((noinline)) static int rwlock_reporting(struct tdagent_thread *self, enum rwlock_call kind,
                                                       pthread_rwlock_t *l, clockid_t clock,
-                                                      const struct timespec *t)
+                                                      const struct timespec *t, void *site)
 {
     int is_read = kind == rd || kind == timed_rd || kind == clock_rd;
     int err = is_read ? tdagent_real.pthread_rwlock_tryrdlock(l) : tdagent_real.pthread_rwlock_trywrlock(l);
     if (err != EBUSY)
         return err;
-    report_contended_lock(self, l);
+    /* A write-locked rwlock names its writer; readers are not named. */
+    report_contended_lock(self, l, site, TDAGENT_LOCK_RWLOCK,
+                          __atomic_load_n(&l->__data.__cur_writer, __ATOMIC_RELAXED) & FUTEX_TID_MASK);
     err = rwlock_forward(kind, l, clock, t);
     tdagent_report(self, self, TD_READY, l);
     return err;
@@ -167,7 +184,7 @@ TDAGENT_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *l)
 {
     struct tdagent_thread *self = tdagent_self;
     if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
-        return rwlock_reporting(tdagent_known_self(self), rd, l, 0, NULL);
+        return rwlock_reporting(tdagent_known_self(self), rd, l, 0, NULL, __builtin_return_address(0));
     return tdagent_real.pthread_rwlock_rdlock(l);
 }
 
@@ -175,7 +192,7 @@ TDAGENT_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *l)
 {
     struct tdagent_thread *self = tdagent_self;
     if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
-        return rwlock_reporting(tdagent_known_self(self), wr, l, 0, NULL);
+        return rwlock_reporting(tdagent_known_self(self), wr, l, 0, NULL, __builtin_return_address(0));
     return tdagent_real.pthread_rwlock_wrlock(l);
 }
 
@@ -183,7 +200,7 @@ TDAGENT_EXPORT int pthread_rwlock_timedrdlock(pthread_rwlock_t *l, const struct 
 {
     struct tdagent_thread *self = tdagent_self;
     if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
-        return rwlock_reporting(tdagent_known_self(self), timed_rd, l, 0, t);
+        return rwlock_reporting(tdagent_known_self(self), timed_rd, l, 0, t, __builtin_return_address(0));
     return tdagent_real.pthread_rwlock_timedrdlock(l, t);
 }
 
@@ -191,7 +208,7 @@ TDAGENT_EXPORT int pthread_rwlock_timedwrlock(pthread_rwlock_t *l, const struct 
 {
     struct tdagent_thread *self = tdagent_self;
     if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
-        return rwlock_reporting(tdagent_known_self(self), timed_wr, l, 0, t);
+        return rwlock_reporting(tdagent_known_self(self), timed_wr, l, 0, t, __builtin_return_address(0));
     return tdagent_real.pthread_rwlock_timedwrlock(l, t);
 }
 
@@ -199,7 +216,7 @@ TDAGENT_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t c, 
 {
     struct tdagent_thread *self = tdagent_self;
     if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
-        return rwlock_reporting(tdagent_known_self(self), clock_rd, l, c, t);
+        return rwlock_reporting(tdagent_known_self(self), clock_rd, l, c, t, __builtin_return_address(0));
     return tdagent_real.pthread_rwlock_clockrdlock(l, c, t);
 }
 
@@ -207,18 +224,19 @@ TDAGENT_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t c, 
 {
     struct tdagent_thread *self = tdagent_self;
     if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
-        return rwlock_reporting(tdagent_known_self(self), clock_wr, l, c, t);
+        return rwlock_reporting(tdagent_known_self(self), clock_wr, l, c, t, __builtin_return_address(0));
     return tdagent_real.pthread_rwlock_clockwrlock(l, c, t);
 }
 
 /* ---- spin locks --------------------------------------------------------- */
 
-__attribute__((noinline)) static int spin_lock_reporting(struct tdagent_thread *self, pthread_spinlock_t *l)
+__attribute__((noinline)) static int spin_lock_reporting(struct tdagent_thread *self, pthread_spinlock_t *l,
+                                                         void *site)
 {
     int err = tdagent_real.pthread_spin_trylock(l);
     if (err != EBUSY)
         return err;
-    report_contended_lock(self, (void *)l);
+    report_contended_lock(self, (void *)l, site, TDAGENT_LOCK_SPIN, 0);
     err = tdagent_real.pthread_spin_lock(l);
     tdagent_report(self, self, TD_READY, (void *)l);
     return err;
@@ -228,7 +246,7 @@ TDAGENT_EXPORT int pthread_spin_lock(pthread_spinlock_t *l)
 {
     struct tdagent_thread *self = tdagent_self;
     if (TDAGENT_UNLIKELY(tdagent_reporting(self)))
-        return spin_lock_reporting(tdagent_known_self(self), l);
+        return spin_lock_reporting(tdagent_known_self(self), l, __builtin_return_address(0));
     return tdagent_real.pthread_spin_lock(l);
 }
 
@@ -240,6 +258,7 @@ TDAGENT_EXPORT int pthread_cond_wait(pthread_cond_t *cv, pthread_mutex_t *m)
     if (!TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return tdagent_real.pthread_cond_wait(cv, m);
     self = tdagent_known_self(self);
+    tdagent_note_report(self, __builtin_return_address(0), TDAGENT_LOCK_NONE, 0);
     tdagent_report(self, self, TD_SLEEP, cv);
     int err = tdagent_real.pthread_cond_wait(cv, m);
     tdagent_report(self, self, TD_READY, cv);
@@ -260,6 +279,7 @@ TDAGENT_EXPORT int pthread_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *m
     if (!TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return tdagent_real.pthread_cond_timedwait(cv, m, abstime);
     self = tdagent_known_self(self);
+    tdagent_note_report(self, __builtin_return_address(0), TDAGENT_LOCK_NONE, 0);
     tdagent_report(self, self, TD_SLEEP, cv);
     return finish_timed_cond_wait(self, cv, tdagent_real.pthread_cond_timedwait(cv, m, abstime));
 }
@@ -271,6 +291,7 @@ TDAGENT_EXPORT int pthread_cond_clockwait(pthread_cond_t *cv, pthread_mutex_t *m
     if (!TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return tdagent_real.pthread_cond_clockwait(cv, m, clock, abstime);
     self = tdagent_known_self(self);
+    tdagent_note_report(self, __builtin_return_address(0), TDAGENT_LOCK_NONE, 0);
     tdagent_report(self, self, TD_SLEEP, cv);
     return finish_timed_cond_wait(self, cv, tdagent_real.pthread_cond_clockwait(cv, m, clock, abstime));
 }
@@ -311,7 +332,7 @@ static int sem_forward(enum sem_call kind, sem_t *s, clockid_t clock, const stru
     return -1;
 }
 
-static int sem_wait_reported(enum sem_call kind, sem_t *s, clockid_t clock, const struct timespec *t)
+static int sem_wait_reported(enum sem_call kind, sem_t *s, clockid_t clock, const struct timespec *t, void *site)
 {
     struct tdagent_thread *self = tdagent_self;
     if (!TDAGENT_UNLIKELY(tdagent_reporting(self)))
@@ -319,7 +340,9 @@ static int sem_wait_reported(enum sem_call kind, sem_t *s, clockid_t clock, cons
     self = tdagent_known_self(self);
     if (sem_try(s))
         return took(s, 0);
-    if (tdagent_lock_sem_is_lock(s))
+    const int32_t holder = tdagent_lock_sem_holder(s);
+    tdagent_note_report(self, site, holder >= 0 ? TDAGENT_LOCK_SEMAPHORE : TDAGENT_LOCK_NONE, holder > 0 ? holder : 0);
+    if (holder >= 0)
         tdagent_report(self, self, TD_LOCK_TRY, s);
     tdagent_report(self, self, TD_SLEEP, s);
     int r = took(s, sem_forward(kind, s, clock, t));
@@ -331,17 +354,17 @@ static int sem_wait_reported(enum sem_call kind, sem_t *s, clockid_t clock, cons
 
 TDAGENT_EXPORT int sem_wait(sem_t *s)
 {
-    return sem_wait_reported(plain, s, 0, NULL);
+    return sem_wait_reported(plain, s, 0, NULL, __builtin_return_address(0));
 }
 
 TDAGENT_EXPORT int sem_timedwait(sem_t *s, const struct timespec *abstime)
 {
-    return sem_wait_reported(timed, s, 0, abstime);
+    return sem_wait_reported(timed, s, 0, abstime, __builtin_return_address(0));
 }
 
 TDAGENT_EXPORT int sem_clockwait(sem_t *s, clockid_t clock, const struct timespec *abstime)
 {
-    return sem_wait_reported(clocked, s, clock, abstime);
+    return sem_wait_reported(clocked, s, clock, abstime, __builtin_return_address(0));
 }
 
 TDAGENT_EXPORT int sem_trywait(sem_t *s)
@@ -387,6 +410,7 @@ TDAGENT_EXPORT int pthread_barrier_wait(pthread_barrier_t *b)
     if (!TDAGENT_UNLIKELY(tdagent_reporting(self)))
         return tdagent_real.pthread_barrier_wait(b);
     self = tdagent_known_self(self);
+    tdagent_note_report(self, __builtin_return_address(0), TDAGENT_LOCK_NONE, 0);
     tdagent_report(self, self, TD_SLEEP, b);
     int err = tdagent_real.pthread_barrier_wait(b);
     tdagent_report(self, self, TD_READY, b);

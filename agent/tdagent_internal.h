@@ -49,6 +49,16 @@ extern unsigned char __tdagent_streaming;
 #define TDAGENT_STREAM_LOSSLESS 1
 #define TDAGENT_STREAM_DROP 2
 
+/* What kind of lock a report is about, as a streamed report carries it
+ * (the ring entry's lock_kind; tdagent.h). */
+enum tdagent_lock_kind {
+    TDAGENT_LOCK_NONE = 0,
+    TDAGENT_LOCK_MUTEX = 1,
+    TDAGENT_LOCK_RWLOCK = 2,
+    TDAGENT_LOCK_SPIN = 3,
+    TDAGENT_LOCK_SEMAPHORE = 4,
+};
+
 /* Whether a wrapper takes its reporting path: the thread's report_events,
  * or a controller streaming events. One thread-local load, one load of the
  * flag and one of a global byte, and a branch, when neither is on. */
@@ -66,6 +76,20 @@ static inline struct tdagent_thread *tdagent_known_self(struct tdagent_thread *s
     if (TDAGENT_UNLIKELY(self == &tdagent_unregistered) && self->report_events)
         return tdagent_adopt();
     return self;
+}
+
+/* Notes what `self`'s next streamed reports carry: the return address
+ * into the caller of the wrapper that reports (`site`), and for a lock the
+ * kind and its owner's TID (0 when unknown). The shared records of unknown
+ * and departed threads never stream and are not written. */
+static inline void tdagent_note_report(struct tdagent_thread *self, void *site, enum tdagent_lock_kind kind,
+                                       int32_t owner)
+{
+    if (self == &tdagent_unregistered || self == &tdagent_departed)
+        return;
+    self->report_site = site;
+    self->report_lock_kind = (uint32_t)kind;
+    self->report_lock_owner = owner;
 }
 
 /* ---- reporting (event_report.c) ---------------------------------------- */
@@ -194,6 +218,10 @@ struct tdagent_ring_put_args {
     int32_t subject_tid;
     int32_t reporter_tid;
     uint32_t event;
+    int32_t lock_owner;      /* the entry's fields of the same names (event_rings.c) */
+    uint64_t call_site;
+    uint64_t start_routine;
+    uint32_t lock_kind;
 };
 /* A record's ring once its thread ended (no ring is claimed again). */
 #define TDAGENT_RING_RELEASED ((struct tdagent_ring *)1)
@@ -221,6 +249,8 @@ void tdagent_lock_sem_track(sem_t *s) TDAGENT_HIDDEN;
 void tdagent_lock_sem_forget(sem_t *s) TDAGENT_HIDDEN;
 /* s is a tracked lock semaphore. */
 int tdagent_lock_sem_is_lock(const sem_t *s) TDAGENT_HIDDEN;
+/* The holder the table names for s (0 none), or -1 when s is not a lock. */
+int32_t tdagent_lock_sem_holder(const sem_t *s) TDAGENT_HIDDEN;
 /* The calling thread (self) took s. */
 void tdagent_lock_sem_taken(sem_t *s, const struct tdagent_thread *self) TDAGENT_HIDDEN;
 /* s is about to be posted: no holder. Returns 1 when s is tracked. */

@@ -55,6 +55,12 @@ struct tdagent_thread {
     unsigned long nsignals;            /* handlers entered by this thread (ru_nsignals) */
     struct tdagent_ring *ring;         /* its event ring once claimed; (void *)1 once released */
     int ring_busy;                     /* a put is under way (a handler reporting meanwhile falls back) */
+    /* What this thread's streamed reports carry besides the message, noted
+     * by the wrapper that reports (tdagent_note_report); only the thread
+     * itself writes them. */
+    void *report_site;                 /* return address into the wrapper's caller */
+    uint32_t report_lock_kind;         /* enum tdagent_lock_kind of the lock waited for */
+    int32_t report_lock_owner;         /* its owner's TID when the wait began; 0 unknown */
 } __attribute__((aligned(64)));
 
 #endif /* TDAGENT_RECORD_H */

@@ -37,6 +37,7 @@ TDAGENT_EXPORT int pthread_join(pthread_t thread, void **value)
         err = tdagent_real.pthread_join(thread, value);
     } else {
         self = tdagent_known_self(self);
+        tdagent_note_report(self, __builtin_return_address(0), TDAGENT_LOCK_NONE, 0);
         err = tdagent_real.pthread_tryjoin_np(thread, value);
         if (err == EBUSY) {
             tdagent_report(self, self, TD_SLEEP, join_object(rec, thread));
@@ -63,6 +64,7 @@ TDAGENT_EXPORT int pthread_timedjoin_np(pthread_t thread, void **value, const st
         err = tdagent_real.pthread_timedjoin_np(thread, value, abstime);
     } else {
         self = tdagent_known_self(self);
+        tdagent_note_report(self, __builtin_return_address(0), TDAGENT_LOCK_NONE, 0);
         err = tdagent_real.pthread_tryjoin_np(thread, value);
         if (err == EBUSY) {
             tdagent_report(self, self, TD_SLEEP, join_object(rec, thread));
@@ -83,6 +85,7 @@ TDAGENT_EXPORT int pthread_clockjoin_np(pthread_t thread, void **value, clockid_
         err = tdagent_real.pthread_clockjoin_np(thread, value, clock, abstime);
     } else {
         self = tdagent_known_self(self);
+        tdagent_note_report(self, __builtin_return_address(0), TDAGENT_LOCK_NONE, 0);
         err = tdagent_real.pthread_tryjoin_np(thread, value);
         if (err == EBUSY) {
             tdagent_report(self, self, TD_SLEEP, join_object(rec, thread));

@@ -255,6 +255,7 @@ TDAGENT_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
             tdagent_futex_wait(&rec->phase, phase_created);
         /* Registered (tid set, on the list) and held before user code: the
          * controller can enable it at this stop. */
+        tdagent_note_report(self, __builtin_return_address(0), TDAGENT_LOCK_NONE, 0);
         tdagent_report(self, rec, TD_CREATE, rec);
         tdagent_report(self, self, TD_CONCURRENCY, (void *)(intptr_t)rec->birth_nthreads);
         __atomic_store_n(&rec->phase, phase_released, __ATOMIC_RELEASE);

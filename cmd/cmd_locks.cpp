@@ -3,7 +3,10 @@
 // events/lock_contention;
 // the waiter's stack and the lock's owner are read at each report while the
 // waiter is stopped (core/locks/lock_probe.hpp). Works on whatever session reports
-// those events, launched with --agent or not.
+// those events, launched with --agent or not. With --stream the agent writes
+// each report, the lock's kind, its owner and the call site to its thread's
+// ring and no waiter stops (core/session/event_stream.hpp): the call site is
+// then the one frame of each wait.
 #include <algorithm>
 #include <unordered_set>
 
@@ -93,6 +96,18 @@ std::string unseen_locks(command_context& c)
     return {};
 }
 
+// `locks --stream`: the agent's rings can carry the reports, and --bt
+// (which needs each waiter stopped) is not given; false after the error.
+bool can_stream_locks(command_context& c, const run_options& options, const std::string& where)
+{
+    std::string why = options.bt ? "--bt needs each waiter to stop (a streamed wait has its call site only)"
+                                 : c.session().stream().unavailable_reason();
+    if (why.empty())
+        return true;
+    c.check.usage_error(where, "locks --stream: " + why);
+    return false;
+}
+
 // One `locks` report: its head and the first `top` locks.
 void print_locks(command_context& c, const events::lock_contention& counts, std::size_t report, double span,
                  std::size_t top)
@@ -118,17 +133,20 @@ void run_lock_reports(command_context& c, events::lock_contention& counts, std::
     // Threads the trace has a track for: one born since the last listing
     // gets its track before its first wait (no TD_CREATE is armed here).
     std::unordered_set<pid_t> traced;
+    auto count = [&](const events::event_message& msg) {
+        counts.add(msg);
+        if (c.trace != nullptr) {
+            if (traced.insert(msg.tid.value).second)
+                c.trace->observe(c.session());
+            c.trace->write(msg);
+        }
+    };
     auto on_event = [&](const session_event& ev) {
         if (ev.what != session_event::kind::message) {
             c.loop.show(ev);
             return false;
         }
-        counts.add(ev.message);
-        if (c.trace != nullptr) {
-            if (traced.insert(ev.message.tid.value).second)
-                c.trace->observe(c.session());
-            c.trace->write(ev.message);
-        }
+        count(ev.message);
         return false;
     };
     double span_start = start;
@@ -138,8 +156,13 @@ void run_lock_reports(command_context& c, events::lock_contention& counts, std::
             step = std::min(step.value_or(*for_seconds), start + *for_seconds - span_start);
         auto end = c.loop.run_until(step, on_event);
         const double now = seconds_since_start();
-        print_locks(c, counts, report, now - span_start, top);
         const bool more = end == run_end::timeout && interval && (!for_seconds || now - start < *for_seconds - 1e-3);
+        // The last report: streaming ends first, and what the rings still
+        // hold was written before the end.
+        if (!more)
+            for (const auto& msg : c.session().stream().stop())
+                count(msg);
+        print_locks(c, counts, report, now - span_start, top);
         if (!more)
             return;
         counts.clear();
@@ -152,18 +175,22 @@ void run_lock_reports(command_context& c, events::lock_contention& counts, std::
 command_status cmd_locks(command_context& c, const words& w, const std::string& where)
 {
     static constexpr run_option_grammar grammar{
-        option_for | option_interval | option_top | option_bt, run_option_grammar::operand_kind::none,
-        " (e.g. 5, 2.5s, 500ms)", "usage: locks [--for SECONDS] [--interval SECONDS] [--top N] [--bt=DEPTH]"};
+        option_for | option_interval | option_top | option_bt | option_stream, run_option_grammar::operand_kind::none,
+        " (e.g. 5, 2.5s, 500ms)", "usage: locks [--for SECONDS] [--interval SECONDS] [--top N] [--bt=DEPTH] [--stream]"};
     auto options = c.check.parse_options(w, 1, grammar, where);
     if (!options || !c.check.require_agent(where))
         return command_status::failed;
     auto list = lock_watch_events(c, where);
-    if (!list)
+    if (!list || (options->stream && !can_stream_locks(c, *options, where)))
         return command_status::failed;
     if (auto r = c.session().arm(*list); !r)
         return c.check.td_error(r.error(), fmt::format("{}: locks", where));
+    if (options->stream && !c.session().stream().start(*list))
+        return c.check.usage_error(where, "locks --stream: the agent's event rings could not be switched on");
     const auto top = static_cast<std::size_t>(options->top.value_or(locks_default_top));
-    const auto depth = options->bt.value_or(locks_default_depth);
+    // Streamed, a wait's stack is its call site (a report a full ring
+    // stops is cut to the same, so both count at one site).
+    const auto depth = options->stream ? 1 : options->bt.value_or(locks_default_depth);
     events::lock_contention counts(static_cast<std::size_t>(depth));
     {
         lock_probe_scope probes(c.session(), static_cast<int>(depth));

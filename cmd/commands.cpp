@@ -50,7 +50,7 @@ std::span<const command_entry> command_table()
          "  --bt: each event also carries the reporting thread's call stack (the creator's\n"
          "  for TD_CREATE, the dying thread's for TD_DEATH), at most DEPTH frames (64).\n"
          "  --stream (with the agent): threads write events to rings tdctl drains while\n"
-         "  they run; no thread stops for an event (no --bt, no start routines). An\n"
+         "  they run; no thread stops for an event (no --bt). An\n"
          "  event a full ring cannot take stops its thread as without --stream; with\n"
          "  --drop it is counted instead, and a `lost` line per thread gives the counts."},
         {"summary", {}, cmd_summary, stop_use::releases,
@@ -61,7 +61,7 @@ std::span<const command_entry> command_table()
          "  thread lifetimes (count, min, median, p95, max) per start routine, and the\n"
          "  threads alive now."},
         {"locks", {}, cmd_locks, stop_use::releases,
-         "locks [--for SECONDS] [--interval SECONDS] [--top N] [--bt=DEPTH]\n"
+         "locks [--for SECONDS] [--interval SECONDS] [--top N] [--bt=DEPTH] [--stream]\n"
          "  User-space lock contention, from the agent's lock events (TD_LOCK_TRY, TD_SLEEP,\n"
          "  TD_READY): per lock its address (and symbol for a static or global object), kind\n"
          "  (mutex, rwlock, spin), contentions (a blocking lock call that found it taken:\n"
@@ -73,7 +73,9 @@ std::span<const command_entry> command_table()
          "  pthread (the agent's frames dropped). Most total wait first, the first N locks\n"
          "  (10). One report at the end (the duration, Ctrl-C or the target's exit), or one\n"
          "  per interval. Each lock event stops its thread for a moment: waits include that\n"
-         "  cost. Needs the agent."},
+         "  cost. --stream: no thread stops; the agent writes each event with the lock's\n"
+         "  kind, owner and call site to its thread's ring, and a call site is one frame.\n"
+         "  Needs the agent."},
         {"stats", {}, cmd_stats, stop_use::releases,
          "stats enable|disable|reset|show\n"
          "stats watch [--interval SECONDS] [--count N]\n"
@@ -174,7 +176,7 @@ std::string help_text(const std::string& command)
                "  watch [EVENTS] [--count N] [--for S] [--bt[=DEPTH]] [--stream [--drop]]\n"
                "                                   print every event as it happens\n"
                "  summary [--top N]                counts of the events seen, per call site and start routine\n"
-               "  locks [--for S] [--interval S] [--top N] [--bt=DEPTH]\n"
+               "  locks [--for S] [--interval S] [--top N] [--bt=DEPTH] [--stream]\n"
                "                                   lock contention per lock: waits, trylock failures,\n"
                "                                   holders, call sites\n"
                "  stats enable|disable|reset|show|watch\n"

@@ -55,7 +55,7 @@ word_list options_of(const word_list& words)
     if (c == "top")
         return {"--interval", "--count", "--sort", "--limit"};
     if (c == "locks")
-        return {"--for", "--interval", "--top", "--bt"};
+        return {"--for", "--interval", "--top", "--bt", "--stream"};
     if ((c == "stats" && sub == "watch") || (c == "rusage" && sub == "collect"))
         return {"--interval", "--count"};
     return {};

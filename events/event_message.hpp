@@ -50,7 +50,9 @@ struct event_message {
     /// TD_CREATE: where the new thread was created, the return address into
     /// the caller of pthread_create (the creator's first frame outside the
     /// thread library), read while the creator was stopped at the report;
-    /// null when unknown (core/stacks/call_site.hpp).
+    /// null when unknown (core/stacks/call_site.hpp). A lock event from the
+    /// agent's rings: the return address into the caller of the lock call,
+    /// which the agent took itself (agent/event_rings.c).
     target_addr call_site;
     /// TD_SLEEP while lock probes are on (`locks`): the kind of lock slept
     /// on, and the TID its owner field named while the reporter was stopped

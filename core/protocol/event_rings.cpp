@@ -16,7 +16,7 @@ constexpr std::string_view agent_module = "libtdagent.so";
 constexpr std::string_view ring_prefix = "_tdagent_db_ring_";
 // The header's magic ("TDRG") and the one version this reader knows.
 constexpr std::uint32_t ring_magic = 0x47524454;
-constexpr std::uint32_t ring_version = 2;
+constexpr std::uint32_t ring_version = 3;
 // The anchor's fields (tdagent.h: int32 state, int32 fd, uint64 size).
 constexpr std::uint64_t anchor_fd_offset = 4;
 constexpr std::uint64_t anchor_size_offset = 8;
@@ -84,7 +84,9 @@ std::span<const ring_layout_field> ring_layout_fields()
         {&l::entries, "entries"},             {&l::time_ns, "entry_time_ns"},
         {&l::subject, "entry_subject"},       {&l::data, "entry_data"},
         {&l::subject_tid, "entry_subject_tid"}, {&l::reporter_tid, "entry_reporter_tid"},
-        {&l::event, "entry_event"},
+        {&l::event, "entry_event"},           {&l::lock_owner, "entry_lock_owner"},
+        {&l::call_site, "entry_call_site"},   {&l::start_routine, "entry_start_routine"},
+        {&l::lock_kind, "entry_lock_kind"},
     };
     return fields;
 }
@@ -143,7 +145,8 @@ std::optional<ring_region> ring_region::open(std::span<std::byte> bytes, const r
     const bool fits = r.ring_count_ > 0 && std::has_single_bit(r.ring_entries_) && r.ring_stride_ >= entries_end &&
                       r.ring_offset_ % 8 == 0 && r.ring_stride_ % 8 == 0 && r.entry_size_ % 8 == 0 &&
                       last_end <= bytes.size();
-    for (const ring_field* f : {&l.time_ns, &l.subject, &l.data, &l.subject_tid, &l.reporter_tid, &l.event})
+    for (const ring_field* f : {&l.time_ns, &l.subject, &l.data, &l.subject_tid, &l.reporter_tid, &l.event,
+                                &l.lock_owner, &l.call_site, &l.start_routine, &l.lock_kind})
         if (std::uint64_t{f->offset} + f->size > r.entry_size_)
             return std::nullopt;
     for (const ring_field* f : {&l.head, &l.tail, &l.drops, &l.owner})
@@ -179,6 +182,10 @@ void ring_region::drain(std::uint32_t i, std::vector<ring_event>& out)
         ev.data = plain_word(e, l_.data);
         ev.subject_tid = static_cast<pid_t>(plain_word(e, l_.subject_tid));
         ev.reporter_tid = static_cast<pid_t>(plain_word(e, l_.reporter_tid));
+        ev.lock_owner = static_cast<pid_t>(plain_word(e, l_.lock_owner));
+        ev.lock_kind = static_cast<std::uint32_t>(plain_word(e, l_.lock_kind));
+        ev.call_site = target_addr{plain_word(e, l_.call_site)};
+        ev.start_routine = target_addr{plain_word(e, l_.start_routine)};
         ev.ring = i;
         out.push_back(ev);
     }

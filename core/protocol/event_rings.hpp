@@ -41,7 +41,8 @@ struct ring_layout {
     // a ring (at ring_offset + i * ring_stride)
     ring_field head, tail, drops, owner, entries;
     // an entry (at a ring's entries + k * entry_size)
-    ring_field time_ns, subject, data, subject_tid, reporter_tid, event;
+    ring_field time_ns, subject, data, subject_tid, reporter_tid, event, lock_owner, call_site, start_routine,
+        lock_kind;
 };
 
 /// Each field of ring_layout and the name of its descriptor (after
@@ -78,6 +79,15 @@ struct ring_event {
     std::uint64_t data = 0;      ///< td_event_msg_t.msg.data
     pid_t subject_tid = 0;       ///< in the target's PID namespace; 0 when unknown
     pid_t reporter_tid = 0;      ///< in the target's PID namespace
+    /// A lock event: the lock's owner TID (target's PID namespace) when the
+    /// wait began, 0 unknown; its kind (1 mutex, 2 rwlock, 3 spin, 4
+    /// semaphore; 0 none: agent/event_rings.c).
+    pid_t lock_owner = 0;
+    std::uint32_t lock_kind = 0;
+    /// A wait, a lock event or TD_CREATE: the return address into the
+    /// caller of the agent's wrapper (0 otherwise).
+    target_addr call_site;
+    target_addr start_routine;   ///< TD_CREATE: the new thread's start routine
     std::uint32_t ring = 0;      ///< which ring it came from
 };
 

@@ -13,6 +13,7 @@
 #include "base/change_journal.hpp"
 #include "base/clock.hpp"
 #include "base/log.hpp"
+#include "symbols/demangle.hpp"
 
 namespace tdctl::core {
 
@@ -149,7 +150,7 @@ tid_t event_stream::lwp_of(pid_t tid)
     return target_.ns_pid() ? tid_t{} : tid_t{tid};  // ended: its TID is the LWP's
 }
 
-events::event_message event_stream::message_of(const ring_event& e)
+events::event_message event_stream::message_of(const ring_event& e, names_in_drain& names)
 {
     events::event_message m;
     m.event = e.event;
@@ -159,9 +160,28 @@ events::event_message event_stream::message_of(const ring_event& e)
     m.handle = e.subject;
     m.data = e.data;
     m.time = seconds_at_monotonic_ns(e.time_ns);
-    if (m.tid.value != 0)
-        m.name = target_.thread_name(m.tid);
+    if (m.tid.value != 0) {
+        // One read of /proc/PID/task/TID/comm per thread and drain.
+        auto [it, added] = names.try_emplace(m.tid.value);
+        if (added)
+            it->second = target_.thread_name(m.tid);
+        m.name = it->second;
+    }
     m.origin = "ring";
+    if (e.event == TD_CREATE) {
+        m.call_site = e.call_site;
+        m.start_routine = e.start_routine;
+        if (!e.start_routine.is_null())
+            if (const auto* set = target_.modules_holding(e.start_routine))
+                m.start_symbol = symbols::demangled(set->describe(e.start_routine));
+    } else if (e.lock_kind >= 1 && e.lock_kind <= 4) {
+        // agent/event_rings.c's lock kinds, in lock_kind's order.
+        m.lock = static_cast<events::lock_kind>(e.lock_kind);
+        if (e.lock_owner > 0)
+            m.lock_owner = e.lock_owner;
+        m.call_site = e.call_site;
+        stacks_.decorate_streamed(m);
+    }
     return m;
 }
 
@@ -185,10 +205,11 @@ std::vector<events::event_message> event_stream::drain()
 
 std::vector<events::event_message> event_stream::drain_rings()
 {
+    names_in_drain names;
     std::vector<events::event_message> out;
     region_->beat(monotonic_now_ns());
     for (const ring_event& e : region_->drain_all()) {
-        out.push_back(message_of(e));
+        out.push_back(message_of(e, names));
         events::event_message& m = out.back();
         if (e.event == TD_DEATH && m.tid.value != 0) {
             deaths_.insert(m.tid.value);

@@ -19,6 +19,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -26,6 +27,7 @@
 
 #include "core/protocol/event_rings.hpp"
 #include "core/session/live_target.hpp"
+#include "core/stacks/event_stacks.hpp"
 #include "events/event_message.hpp"
 
 namespace tdctl::core {
@@ -35,8 +37,9 @@ public:
     /// How long an LWP has lived, ns (event_watch::lifetime_of), for each
     /// streamed TD_DEATH.
     using lifetime_source = std::function<std::optional<std::uint64_t>(tid_t)>;
-    event_stream(live_target& target, lifetime_source lifetime_of)
-        : target_(target), lifetime_of_(std::move(lifetime_of))
+    /// `stacks` names the call site of a streamed lock wait (decorate_streamed).
+    event_stream(live_target& target, event_stacks& stacks, lifetime_source lifetime_of)
+        : target_(target), stacks_(stacks), lifetime_of_(std::move(lifetime_of))
     {
     }
     ~event_stream();
@@ -97,12 +100,15 @@ private:
     bool write_journaled(target_addr address, std::span<const std::byte> natural, std::span<const std::byte> value);
     /// Everything the mapped region holds now, as messages.
     std::vector<events::event_message> drain_rings();
-    events::event_message message_of(const ring_event& e);
+    /// The comm of each thread met in one drain, by LWP.
+    using names_in_drain = std::unordered_map<pid_t, std::string>;
+    events::event_message message_of(const ring_event& e, names_in_drain& names);
     /// The LWP of `tid` (the target's PID namespace); a thread that ended
     /// keeps its TID; none for 0 or an ended thread in another namespace.
     tid_t lwp_of(pid_t tid);
 
     live_target& target_;
+    event_stacks& stacks_;
     lifetime_source lifetime_of_;
     bool active_ = false;
     std::optional<ring_layout> layout_;

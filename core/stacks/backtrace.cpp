@@ -375,4 +375,28 @@ std::expected<std::vector<stack_frame>, std::string> unwinder::unwind(tid_t tid,
     return frames;
 }
 
+std::optional<stack_frame> unwinder::frame_of_return_address(target_addr ret)
+{
+    impl& u = *impl_;
+    if (!u.attached) {
+        auto r = u.report_modules();
+        if (!r || !u.attached)
+            return std::nullopt;
+        maps_checked_ = true;
+    }
+    std::vector<stack_frame> frames;
+    u.frames = &frames;
+    u.missed_module = false;
+    u.add_frame(ret.value, true);
+    u.frames = nullptr;
+    if (u.missed_module && !maps_checked_) {
+        maps_checked_ = true;
+        if (auto r = u.report_modules(); r && *r) {
+            u.names.erase(ret.value - 1);  // named without its module: again
+            return frame_of_return_address(ret);
+        }
+    }
+    return frames.front();
+}
+
 }  // namespace tdctl::core

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <expected>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,6 +56,12 @@ public:
     /// ptrace call, no register write). The error is a line for people.
     std::expected<std::vector<stack_frame>, std::string> unwind(tid_t tid, const unwind_start& start,
                                                                 int max_frames);
+
+    /// The frame of return address `ret` as unwind() names it (looked up one
+    /// byte back, inside its call; cached per address): for a call site the
+    /// target itself took (a streamed report's). std::nullopt when the
+    /// modules cannot be read.
+    std::optional<stack_frame> frame_of_return_address(target_addr ret);
 
     /// The target has run since the last unwind: the next pc found outside
     /// every known module is worth one new look at /proc/PID/maps.

@@ -88,6 +88,16 @@ void event_stacks::attach_lock_owner(events::event_message& msg)
     drop_reporter_frames(msg.frames, target_.modules());
 }
 
+void event_stacks::decorate_streamed(events::event_message& msg)
+{
+    if (!lock_probes_ || msg.event != TD_SLEEP || msg.lock == events::lock_kind::unknown || msg.call_site.is_null())
+        return;
+    if (!unwinder_)
+        unwinder_ = std::make_unique<unwinder>(target_.pid(), target_.memory(), &target_.modules());
+    if (auto frame = unwinder_->frame_of_return_address(msg.call_site))
+        msg.frames = {std::move(*frame)};
+}
+
 call_site_reader& event_stacks::call_sites()
 {
     if (!call_sites_)

@@ -68,6 +68,10 @@ public:
     /// Adds to `msg`, drained while `reporter` is stopped, its stack and
     /// lock as set above.
     void decorate(events::event_message& msg, tid_t reporter);
+    /// A message from the agent's rings (its thread never stopped): while
+    /// lock probes are on, a lock wait's TD_SLEEP, whose kind, owner and
+    /// call site the agent wrote, gets the call site as its one frame.
+    void decorate_streamed(events::event_message& msg);
 
     /// Where a creator stopped at the TD_CREATE report `site` was called
     /// from (core/stacks/call_site.hpp), from its registers at the trap and its

@@ -403,6 +403,35 @@ TEST_CASE("watch --stream: the lifecycle, lock and exit_group fixtures' events, 
     }
 }
 
+TEST_CASE("watch --stream: a streamed TD_CREATE names the start routine and the call site as a stopped one does")
+{
+    // The start routine's symbol of each TD_CREATE, and the watch summary's
+    // creating call sites (symbol, module, threads), as multisets: the
+    // addresses differ from run to run (ASLR), their names do not.
+    auto creations = [](const tdctl_run& run) {
+        std::multiset<std::string> out;
+        for (const auto& e : run.events) {
+            if (e.event != "TD_CREATE")
+                continue;
+            INFO(e.raw.dump());
+            CHECK(e.raw.contains("call_site"));
+            CHECK(e.raw.contains("startsym"));
+            out.insert("start " + e.raw.value("startsym", nlohmann::json()).dump());
+        }
+        for (const auto& site : run.of_type("summary_call_site"))
+            out.insert(fmt::format("site {} {} {}", site.at("symbol").dump(), site.at("module").dump(),
+                                   site.at("created").dump()));
+        return out;
+    };
+    auto stopped = watch_fixture("e2e_lifecycle", {}, "watch create");
+    auto streamed = watch_fixture("e2e_lifecycle", {}, "watch create --stream");
+    CHECK(count_origin(streamed.run, "ring") == 8);
+    const auto want = creations(stopped.run);
+    INFO(fmt::format("{}", fmt::join(want, "\n")));
+    CHECK(want.size() > 8);
+    CHECK(creations(streamed.run) == want);
+}
+
 TEST_CASE("watch --stream on a thread storm: more threads than rings, every thread created, ended and reaped once")
 {
     test::require_ptrace();

@@ -85,14 +85,28 @@ bool await_attached(test::child_process& tdctl)
 
 namespace {
 
-/// How one kill series goes: the watch command, its rounds, the random delay
-/// before each kill.
+/// Four threads contending on two mutexes, a contention every few
+/// milliseconds for minutes (e2e_locks, holds of 1 ms), with the agent.
+test::child_process start_lock_contention_with_agent()
+{
+    auto t = test::child_process::spawn({agent_e2e::fixture_path("e2e_locks"), "100000", "1", "1"},
+                                        {.env = {{"LD_PRELOAD", agent_library()}}});
+    // Past its start-up (the agent loaded, the loader consistent) once it has threads.
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (test::task_tids(t.pid()).size() < 5 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(5ms);
+    return t;
+}
+
+/// How one kill series goes: the command, its rounds, the random delay
+/// before each kill, the target.
 struct kill_series {
     const char* watch;
     int rounds;
     int min_delay_ms;
     int max_delay_ms;
     bool streams = false;
+    test::child_process (*start_target)() = start_storm_with_agent;
 };
 
 /// Random SIGKILLs of tdctl during `series.watch` on a storm with the agent,
@@ -103,7 +117,7 @@ void run_kill_series(const kill_series& series)
 {
     std::mt19937 random(20261202);
     std::uniform_int_distribution<int> delay_ms(series.min_delay_ms, series.max_delay_ms);
-    auto target = start_storm_with_agent();
+    auto target = series.start_target();
     std::uint64_t flags = agent_symbol(target.pid(), "__tdagent_stop_signals");
     std::uint64_t streaming = agent_symbol(target.pid(), "__tdagent_streaming");
     auto streaming_on = [&] { return test::read_proc_mem(target.pid(), streaming, 1).at(0) != 0; };
@@ -128,7 +142,7 @@ void run_kill_series(const kill_series& series)
             ++deaths;
             if (first_problem.empty())
                 first_problem = fmt::format("round {}: the target died ({})", round, target.describe());
-            target = start_storm_with_agent();
+            target = series.start_target();
             flags = agent_symbol(target.pid(), "__tdagent_stop_signals");
             streaming = agent_symbol(target.pid(), "__tdagent_streaming");
             continue;
@@ -180,6 +194,11 @@ TEST_CASE("100 SIGKILLs of tdctl during watch --stream on a storm: no target die
     // The stop flags stay planted for the fallback; the streaming flag is
     // one more journaled byte.
     run_kill_series({"watch all --stream --for 20", 100, 20, 300, true});
+}
+
+TEST_CASE("100 SIGKILLs of tdctl during locks --stream on contending threads: no target dies, streaming is put back")
+{
+    run_kill_series({"locks --stream --for 20", 100, 20, 300, true, start_lock_contention_with_agent});
 }
 
 namespace {

@@ -131,57 +131,66 @@ std::vector<std::string> site_functions(const nlohmann::json& r)
 
 }  // namespace
 
-TEST_CASE("locks: per-lock contentions, holders, waits and call sites match the fixture's record")
+// Stopped at each report, and --stream: from the agent's rings, no waiter
+// stopped, each call site one frame (contend_lock).
+TEST_CASE("locks (stops and --stream): per-lock contentions, holders, waits and call sites match the fixture's record")
 {
     test::require_ptrace();
-    test::temp_file record("tdctl-locks-record");
-    auto run = run_tdctl_agent({"locks --for 60"}, {fixture_path("e2e_locks"), "--record", record.path()}, 120s);
-    INFO(describe_run(run));
-    REQUIRE(run.result.status.is_success());
-    REQUIRE(run.exit.has_value());
-    CHECK(run.exit->value("status", -1) == 0);
-    bool done = false;
-    auto recorded = read_lock_record(record.path(), done);
-    REQUIRE(done);
-    REQUIRE(recorded.size() == 2);
+    for (const bool stream : {false, true}) {
+        CAPTURE(stream);
+        test::temp_file record("tdctl-locks-record");
+        auto run = run_tdctl_agent({stream ? "locks --for 60 --stream" : "locks --for 60"},
+                                   {fixture_path("e2e_locks"), "--record", record.path()}, 120s);
+        INFO(describe_run(run));
+        REQUIRE(run.result.status.is_success());
+        REQUIRE(run.exit.has_value());
+        CHECK(run.exit->value("status", -1) == 0);
+        bool done = false;
+        auto recorded = read_lock_record(record.path(), done);
+        REQUIRE(done);
+        REQUIRE(recorded.size() == 2);
 
-    auto reports = run.of_type("locks_report");
-    REQUIRE(reports.size() == 1);
-    CHECK(reports[0].at("unseen").is_null());   // a C program: no locks of its own kind
-    auto locks = run.of_type("lock");
-    CHECK(reports[0].value("locks", 0u) == locks.size());
-    std::map<std::uint64_t, nlohmann::json> by_address;
-    for (const auto& r : locks) {
-        check_lock_record_shape(r);
-        by_address[parse_number(r.at("address").get<std::string>())] = r;
-    }
-    // Most total wait first.
-    for (std::size_t i = 1; i < locks.size(); ++i)
-        CHECK(locks[i - 1].at("wait_total").get<double>() >= locks[i].at("wait_total").get<double>());
+        auto reports = run.of_type("locks_report");
+        REQUIRE(reports.size() == 1);
+        CHECK(reports[0].at("unseen").is_null());   // a C program: no locks of its own kind
+        auto locks = run.of_type("lock");
+        CHECK(reports[0].value("locks", 0u) == locks.size());
+        std::map<std::uint64_t, nlohmann::json> by_address;
+        for (const auto& r : locks) {
+            check_lock_record_shape(r);
+            by_address[parse_number(r.at("address").get<std::string>())] = r;
+        }
+        // Most total wait first.
+        for (std::size_t i = 1; i < locks.size(); ++i)
+            CHECK(locks[i - 1].at("wait_total").get<double>() >= locks[i].at("wait_total").get<double>());
 
-    for (const auto& [name, want] : recorded) {
-        INFO("lock ", name);
-        REQUIRE(by_address.contains(want.address));
-        const auto& got = by_address[want.address];
-        CHECK(got.at("symbol").get<std::string>() == name);
-        CHECK(got.at("kind").get<std::string>() == "mutex");
-        CHECK(got.at("contentions").get<long>() == want.contended);
-        CHECK(got.at("waits").get<long>() == want.contended);
-        CHECK(tid_counts(got.at("holders")) == want.holders);
-        CHECK(tid_counts(got.at("waiters")) == want.waiters);
-        const double mine = got.at("wait_total").get<double>();
-        const double theirs = static_cast<double>(want.wait_ns) / 1e9;
-        MESSAGE(fmt::format("{}: tdctl's total wait {:.6f} s, the fixture's {:.6f} s ({:+.2f} %)", name, mine, theirs,
-                            100.0 * (mine - theirs) / theirs));
-        CHECK(std::fabs(mine - theirs) <= 0.10 * theirs);
-        CHECK(got.at("wait_max").get<double>() <= mine);
-        auto functions = site_functions(got);
-        INFO(fmt::format("call site functions: {}", fmt::join(functions, ", ")));
-        CHECK(std::find(functions.begin(), functions.end(), "contend_lock") != functions.end());
-        CHECK(std::find(functions.begin(), functions.end(), "pair_worker") != functions.end());
-        // The agent's own frames are not the waiters' call sites.
-        for (const auto& f : functions)
-            CHECK_FALSE(f.starts_with("__tdagent_event"));
+        for (const auto& [name, want] : recorded) {
+            INFO("lock ", name);
+            REQUIRE(by_address.contains(want.address));
+            const auto& got = by_address[want.address];
+            CHECK(got.at("symbol").get<std::string>() == name);
+            CHECK(got.at("kind").get<std::string>() == "mutex");
+            CHECK(got.at("contentions").get<long>() == want.contended);
+            CHECK(got.at("waits").get<long>() == want.contended);
+            CHECK(tid_counts(got.at("holders")) == want.holders);
+            CHECK(tid_counts(got.at("waiters")) == want.waiters);
+            const double mine = got.at("wait_total").get<double>();
+            const double theirs = static_cast<double>(want.wait_ns) / 1e9;
+            MESSAGE(fmt::format("{}: tdctl's total wait {:.6f} s, the fixture's {:.6f} s ({:+.2f} %)", name, mine,
+                                theirs, 100.0 * (mine - theirs) / theirs));
+            CHECK(std::fabs(mine - theirs) <= 0.10 * theirs);
+            CHECK(got.at("wait_max").get<double>() <= mine);
+            auto functions = site_functions(got);
+            INFO(fmt::format("call site functions: {}", fmt::join(functions, ", ")));
+            CHECK(std::find(functions.begin(), functions.end(), "contend_lock") != functions.end());
+            if (stream)
+                CHECK(functions == std::vector<std::string>{"contend_lock"});
+            else
+                CHECK(std::find(functions.begin(), functions.end(), "pair_worker") != functions.end());
+            // The agent's own frames are not the waiters' call sites.
+            for (const auto& f : functions)
+                CHECK_FALSE(f.starts_with("__tdagent_event"));
+        }
     }
 }
 
@@ -231,6 +240,7 @@ namespace {
 /// What e2e_trylock says about its locks.
 struct trylock_record {
     std::map<std::string, std::uint64_t> address;  ///< lock name -> address
+    std::map<std::string, pid_t> holder;           ///< lock name -> the holder of its contended wait
     long failures = 0;                             ///< EBUSY returns on try_lock
     long successes = 0;
     std::map<std::string, long> waits;             ///< lock name -> contended acquisitions
@@ -260,8 +270,12 @@ trylock_record read_trylock_record(const std::string& path)
             r.address[name] = parse_number(addr);
         } else if (kind == "trylock")
             words >> r.failures >> r.successes;
-        else if (kind == "wait")
+        else if (kind == "wait") {
             ++r.waits[name];
+            pid_t waiter = 0, holder = 0;
+            words >> waiter >> holder;
+            r.holder[name] = holder;
+        }
     }
     return r;
 }
@@ -270,6 +284,14 @@ trylock_record read_trylock_record(const std::string& path)
 /// failures exactly, each lock's contentions, and every call site starting
 /// with the fixture's contend_lock (file and module its own), then its
 /// callers, `depth` frames in all.
+std::set<pid_t> tids_of_counts(const nlohmann::json& counts)
+{
+    std::set<pid_t> tids;
+    for (const auto& c : counts)
+        tids.insert(c.at("tid").get<pid_t>());
+    return tids;
+}
+
 void check_trylock_run(const tdctl_run& run, const trylock_record& want, long failures, std::size_t depth)
 {
     REQUIRE(want.done);
@@ -321,6 +343,62 @@ TEST_CASE("locks counts trylock failures per lock; call sites start in the progr
     auto want = read_trylock_record(record.path());
     CHECK(want.successes == 5);
     check_trylock_run(run, want, 37, 3);
+}
+
+// --stream: the same counts from the agent's rings, no waiter stopped; each
+// wait's call site is its one frame, and the holder is the owner the agent
+// read when the wait began.
+TEST_CASE("locks --stream: the same counts, holders and call sites from the rings (launch and -p PID --agent)")
+{
+    test::require_ptrace();
+    auto check_holders = [](const tdctl_run& run, const trylock_record& want) {
+        for (const auto& r : run.of_type("lock")) {
+            const std::uint64_t address = parse_number(r.at("address").get<std::string>());
+            for (const auto& [name, at] : want.address) {
+                if (at != address)
+                    continue;
+                INFO("lock ", name, ": ", r.dump());
+                CHECK(tids_of_counts(r.at("holders")) == std::set<pid_t>{want.holder.at(name)});
+                CHECK(r.at("kind") == "mutex");
+            }
+        }
+    };
+    {
+        test::temp_file record("tdctl-trylock-stream");
+        auto run = run_tdctl_agent({"locks --for 60 --stream"},
+                                   {fixture_path("e2e_trylock"), "--record", record.path(), "41", "3"}, 120s);
+        INFO(describe_run(run));
+        REQUIRE(run.result.status.is_success());
+        auto want = read_trylock_record(record.path());
+        check_trylock_run(run, want, 41, 1);
+        check_holders(run, want);
+    }
+    {
+        test::temp_file record("tdctl-trylock-stream-attach");
+        auto target = test::child_process::spawn(
+            {fixture_path("e2e_trylock"), "--record", record.path(), "--wait-armed", "19", "2"});
+        const auto deadline = std::chrono::steady_clock::now() + 30s;
+        while (!read_trylock_record(record.path()).ready && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(10ms);
+        REQUIRE(read_trylock_record(record.path()).ready);
+        auto run = run_tdctl_agent_attached({"locks --for 60 --stream"}, target.pid(), 120s);
+        INFO(describe_run(run));
+        REQUIRE(run.result.status.is_success());
+        CHECK(target.require_exit(30s).is_success());
+        auto want = read_trylock_record(record.path());
+        check_trylock_run(run, want, 19, 1);
+        check_holders(run, want);
+    }
+}
+
+TEST_CASE("locks --stream is refused with --bt, and without the agent's rings")
+{
+    test::require_ptrace();
+    test::temp_file record("tdctl-trylock-stream-refused");
+    auto run = run_tdctl_agent({"locks --stream --bt=4 --for 1"},
+                               {fixture_path("e2e_trylock"), "--record", record.path()});
+    CHECK_FALSE(run.result.status.is_success());
+    CHECK(run.result.err.find("locks --stream: --bt needs each waiter to stop") != std::string::npos);
 }
 
 TEST_CASE("locks counts trylock failures with the agent loaded by attach (-p PID --agent)")
@@ -411,40 +489,43 @@ ts = [threading.Thread(target=work) for _ in range(4)]
 [t.start() for t in ts]
 [t.join() for t in ts]
 )";
-    test::temp_file record("tdctl-locks-python");
-    auto run = run_tdctl_agent({"locks --for 30"}, {python3, "-c", script, record.path()}, 120s);
-    INFO(describe_run(run));
-    REQUIRE(run.result.status.is_success());
-    std::set<pid_t> workers;
-    auto facts = read_python_record(record.path());
-    for (const auto& w : facts["worker"])
-        workers.insert(std::stoi(w.at(1)));
-    REQUIRE(workers.size() == 4);
-    auto reports = run.of_type("locks_report");
-    REQUIRE(reports.size() == 1);
-    REQUIRE(reports[0].at("unseen").is_string());
-    CHECK(reports[0].at("unseen").get<std::string>().find("CPython") != std::string::npos);
-    // The workers' Lock: the semaphore most of them wait on.
-    const auto lock_records = run.of_type("lock");
-    const nlohmann::json* lock = nullptr;
-    for (const auto& rec : lock_records)
-        if (rec.at("kind") == "semaphore" && (lock == nullptr || rec.at("contentions") > lock->at("contentions")))
-            lock = &rec;
-    REQUIRE(lock != nullptr);
-    INFO(lock->dump());
-    CHECK(lock->at("contentions").get<long>() > 0);
-    CHECK(lock->at("holders_inferred") == true);
-    const auto waiters = tids_of(lock->at("waiters"));
-    const auto holders = tids_of(lock->at("holders"));
-    CHECK(waiters.size() >= 2);
-    CHECK(std::includes(workers.begin(), workers.end(), waiters.begin(), waiters.end()));
-    CHECK(!holders.empty());
-    CHECK(std::includes(workers.begin(), workers.end(), holders.begin(), holders.end()));
-    // Its call site starts in the interpreter's lock call, below the agent's frames.
-    REQUIRE(!lock->at("call_sites").empty());
-    const auto& frames = lock->at("call_sites")[0].at("frames");
-    REQUIRE(!frames.empty());
-    CHECK(frames[0].value("function", "") == "PyThread_acquire_lock_timed");
+    for (const char* command : {"locks --for 30", "locks --for 30 --stream"}) {
+        CAPTURE(command);
+        test::temp_file record("tdctl-locks-python");
+        auto run = run_tdctl_agent({command}, {python3, "-c", script, record.path()}, 120s);
+        INFO(describe_run(run));
+        REQUIRE(run.result.status.is_success());
+        std::set<pid_t> workers;
+        auto facts = read_python_record(record.path());
+        for (const auto& w : facts["worker"])
+            workers.insert(std::stoi(w.at(1)));
+        REQUIRE(workers.size() == 4);
+        auto reports = run.of_type("locks_report");
+        REQUIRE(reports.size() == 1);
+        REQUIRE(reports[0].at("unseen").is_string());
+        CHECK(reports[0].at("unseen").get<std::string>().find("CPython") != std::string::npos);
+        // The workers' Lock: the semaphore most of them wait on.
+        const auto lock_records = run.of_type("lock");
+        const nlohmann::json* lock = nullptr;
+        for (const auto& rec : lock_records)
+            if (rec.at("kind") == "semaphore" && (lock == nullptr || rec.at("contentions") > lock->at("contentions")))
+                lock = &rec;
+        REQUIRE(lock != nullptr);
+        INFO(lock->dump());
+        CHECK(lock->at("contentions").get<long>() > 0);
+        CHECK(lock->at("holders_inferred") == true);
+        const auto waiters = tids_of(lock->at("waiters"));
+        const auto holders = tids_of(lock->at("holders"));
+        CHECK(waiters.size() >= 2);
+        CHECK(std::includes(workers.begin(), workers.end(), waiters.begin(), waiters.end()));
+        CHECK(!holders.empty());
+        CHECK(std::includes(workers.begin(), workers.end(), holders.begin(), holders.end()));
+        // Its call site starts in the interpreter's lock call, below the agent's frames.
+        REQUIRE(!lock->at("call_sites").empty());
+        const auto& frames = lock->at("call_sites")[0].at("frames");
+        REQUIRE(!frames.empty());
+        CHECK(frames[0].value("function", "") == "PyThread_acquire_lock_timed");
+    }
 }
 
 TEST_CASE("deadlock on CPython: two threads taking two Locks in opposite orders are a cycle, holders inferred")

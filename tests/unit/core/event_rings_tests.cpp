@@ -29,6 +29,10 @@ struct tdagent_ring_put_args {
     std::int32_t subject_tid;
     std::int32_t reporter_tid;
     std::uint32_t event;
+    std::int32_t lock_owner;
+    std::uint64_t call_site;
+    std::uint64_t start_routine;
+    std::uint32_t lock_kind;
 };
 struct tdagent_ring_region* tdagent_ring_region();
 struct tdagent_ring* tdagent_ring_claim(struct tdagent_ring_region* region, pid_t tid);
@@ -40,7 +44,8 @@ extern unsigned char __tdagent_streaming;
     X(region_magic) X(region_version) X(region_ring_count) X(region_ring_entries) X(region_ring_offset)          \
     X(region_ring_stride) X(region_entry_size) X(region_wake) X(region_heartbeat_ns) X(region_no_ring) X(head)   \
     X(tail) X(drops) X(owner) X(entries) X(entry_time_ns) X(entry_subject) X(entry_data) X(entry_subject_tid)   \
-    X(entry_reporter_tid) X(entry_event)
+    X(entry_reporter_tid) X(entry_event) X(entry_lock_owner) X(entry_call_site) X(entry_start_routine)           \
+    X(entry_lock_kind)
 #define TDCTL_DECLARE(name) extern const std::uint32_t _tdagent_db_ring_##name[3];
 TDCTL_RING_DESCRIPTORS(TDCTL_DECLARE)
 }
@@ -113,7 +118,7 @@ struct second_mapping {
 
 tdagent_ring_put_args entry(pid_t tid, std::uint64_t data)
 {
-    return {0x1000u + static_cast<std::uint64_t>(tid), data, tid, tid, TD_LOCK_TRY};
+    return {0x1000u + static_cast<std::uint64_t>(tid), data, tid, tid, TD_LOCK_TRY, tid + 1, 0x2000u + data, 0, 1};
 }
 
 std::uint64_t monotonic_ns()
