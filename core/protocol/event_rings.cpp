@@ -173,6 +173,7 @@ void ring_region::drain(std::uint32_t i, std::vector<ring_event>& out)
     // More than a ring's worth would mean a producer that ignores the tail:
     // take what the slots hold now, at most one ring's worth.
     const std::uint64_t first = head - tail > ring_entries_ ? head - ring_entries_ : tail;
+    out.reserve(out.size() + (head - first));
     for (std::uint64_t k = first; k != head; ++k) {
         const std::byte* e = ring + l_.entries.offset + (k & (ring_entries_ - 1)) * entry_size_;
         ring_event ev;

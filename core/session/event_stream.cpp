@@ -206,9 +206,11 @@ std::vector<events::event_message> event_stream::drain()
 std::vector<events::event_message> event_stream::drain_rings()
 {
     names_in_drain names;
-    std::vector<events::event_message> out;
     region_->beat(monotonic_now_ns());
-    for (const ring_event& e : region_->drain_all()) {
+    const std::vector<ring_event> drained = region_->drain_all();
+    std::vector<events::event_message> out;
+    out.reserve(drained.size());
+    for (const ring_event& e : drained) {
         out.push_back(message_of(e, names));
         events::event_message& m = out.back();
         if (e.event == TD_DEATH && m.tid.value != 0) {

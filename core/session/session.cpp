@@ -16,6 +16,7 @@ namespace {
 // Messages drained from the agent's rings, handed out as the stops' are.
 void hand_out(std::vector<events::event_message> messages, std::vector<session_event>& out)
 {
+    out.reserve(out.size() + messages.size());
     for (auto& msg : messages)
         out.push_back(session_event{session_event::kind::message, std::move(msg), 0, {}});
 }
