@@ -1,5 +1,6 @@
 #include "core/session/event_stream.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <ctime>
@@ -82,6 +83,7 @@ bool event_stream::start(const std::vector<td_event_e>& events, full_ring when_f
     if (!unavailable_reason().empty())
         return false;
     lost_.clear();
+    interval_ms_ = min_drain_interval_ms;
     layout_ = read_ring_layout(target_);
     // A region a session before this one streamed to: its rings may hold
     // that session's events and drops, written before this watch.
@@ -190,8 +192,12 @@ std::vector<events::event_message> event_stream::drain()
     if (!active_)
         return {};
     switch (map_region()) {
-    case mapped::yes: return drain_rings();
-    case mapped::not_yet: return {};
+    case mapped::yes: {
+        auto out = drain_rings();
+        adapt_interval(!out.empty());
+        return out;
+    }
+    case mapped::not_yet: adapt_interval(false); return {};
     case mapped::never: break;
     }
     // The program closed the agent's memfd: its events go through stops
@@ -201,6 +207,12 @@ std::vector<events::event_message> event_stream::drain()
                  read_ring_anchor(target_).value_or(ring_anchor{}).fd, target_.pid());
     (void)stop();
     return {};
+}
+
+void event_stream::adapt_interval(bool found)
+{
+    interval_ms_ = found ? std::max(interval_ms_ / 2, min_drain_interval_ms)
+                         : std::min(2 * interval_ms_, max_drain_interval_ms);
 }
 
 std::vector<events::event_message> event_stream::drain_rings()

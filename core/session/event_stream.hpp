@@ -86,8 +86,15 @@ public:
         std::uint64_t count = 0;
     };
     std::vector<loss> losses() const;
-    /// The longest a pump may wait between two drains while streaming, ms.
-    static constexpr int drain_interval_ms = 10;
+    /// The longest a pump may wait before the next drain while streaming,
+    /// ms: halved after a drain that found messages (down to
+    /// min_drain_interval_ms, so a busy thread's ring is emptied well before
+    /// it fills), doubled after one that found none (up to
+    /// max_drain_interval_ms: an idle target costs tdctl a wake-up every
+    /// 50 ms, and the agent's heartbeat stays far younger than its second).
+    int drain_interval_ms() const { return interval_ms_; }
+    static constexpr int min_drain_interval_ms = 2;
+    static constexpr int max_drain_interval_ms = 50;
 
 private:
     /// Maps the region the agent made (through /proc/PID/fd/N), once:
@@ -98,6 +105,8 @@ private:
     /// Journals `value` at `address` with `natural` as its original (used
     /// the first time the address is seen), then writes it.
     bool write_journaled(target_addr address, std::span<const std::byte> natural, std::span<const std::byte> value);
+    /// The next drain_interval_ms() after a drain that found messages or not.
+    void adapt_interval(bool found);
     /// Everything the mapped region holds now, as messages.
     std::vector<events::event_message> drain_rings();
     /// The comm of each thread met in one drain, by LWP.
@@ -117,6 +126,7 @@ private:
     target_addr mask_address_;
     target_addr flag_address_;
     td_thr_events_t streamed_{};
+    int interval_ms_ = min_drain_interval_ms;
     // Subjects (LWPs) of TD_DEATH messages drained and not asked about yet.
     std::unordered_set<pid_t> deaths_;
     // Drops found by the drains since start(), by LWP.

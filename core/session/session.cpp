@@ -303,9 +303,9 @@ std::vector<session_event> session::pump(int timeout_ms)
     // queued is handed out with it, with no look for more (a look that finds
     // nothing is a system call the target waits for). A look (0) goes on for
     // at most pump_look_seconds of stops, however fast they come.
-    // Streaming: the rings are drained at least every drain_interval_ms.
-    if (stream_.is_active() && (timeout_ms < 0 || timeout_ms > event_stream::drain_interval_ms))
-        timeout_ms = event_stream::drain_interval_ms;
+    // Streaming: the rings are drained at least every drain_interval_ms().
+    if (stream_.is_active() && (timeout_ms < 0 || timeout_ms > stream_.drain_interval_ms()))
+        timeout_ms = stream_.drain_interval_ms();
     auto& process = target_.process();
     const double end = seconds_since_start() + (timeout_ms == 0 ? pump_look_seconds : timeout_ms / 1000.0);
     auto held_for_user = [&] { return !out.empty() && out.back().what == session_event::kind::stopped_at_event; };
