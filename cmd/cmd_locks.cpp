@@ -96,18 +96,6 @@ std::string unseen_locks(command_context& c)
     return {};
 }
 
-// `locks --stream`: the agent's rings can carry the reports, and --bt
-// (which needs each waiter stopped) is not given; false after the error.
-bool can_stream_locks(command_context& c, const run_options& options, const std::string& where)
-{
-    std::string why = options.bt ? "--bt needs each waiter to stop (a streamed wait has its call site only)"
-                                 : c.session().stream().unavailable_reason();
-    if (why.empty())
-        return true;
-    c.check.usage_error(where, "locks --stream: " + why);
-    return false;
-}
-
 // One `locks` report: its head and the first `top` locks.
 void print_locks(command_context& c, const events::lock_contention& counts, std::size_t report, double span,
                  std::size_t top)
@@ -181,7 +169,9 @@ command_status cmd_locks(command_context& c, const words& w, const std::string& 
     if (!options || !c.check.require_agent(where))
         return command_status::failed;
     auto list = lock_watch_events(c, where);
-    if (!list || (options->stream && !can_stream_locks(c, *options, where)))
+    if (!list || (options->stream &&
+                  !c.check.can_stream(*options, "locks",
+                                      "--bt needs each waiter to stop (a streamed wait has its call site only)", where)))
         return command_status::failed;
     if (auto r = c.session().arm(*list); !r)
         return c.check.td_error(r.error(), fmt::format("{}: locks", where));

@@ -109,22 +109,15 @@ std::optional<std::vector<td_event_e>> watch_events(command_context& c, const st
     return parsed;
 }
 
-// `watch --stream`: the agent's rings can carry the events, and no option
-// needs a stop; false after the error that says why not.
+// `watch --stream [--drop]` can be done; false after the error that says
+// why not.
 bool can_stream(command_context& c, const run_options& options, const std::string& where)
 {
     if (options.drop && !options.stream) {
         c.check.usage_error(where, "watch --drop: drops are counted only in the rings of --stream");
         return false;
     }
-    if (!options.stream)
-        return true;
-    std::string why = options.bt ? "--bt needs each event to stop its thread"
-                                 : c.session().stream().unavailable_reason();
-    if (why.empty())
-        return true;
-    c.check.usage_error(where, "watch --stream: " + why);
-    return false;
+    return !options.stream || c.check.can_stream(options, "watch", "--bt needs each event to stop its thread", where);
 }
 
 }  // namespace

@@ -45,6 +45,17 @@ bool command_checks::require_agent(const std::string& where)
     return false;
 }
 
+bool command_checks::can_stream(const run_options& options, std::string_view command, std::string_view bt_reason,
+                                const std::string& where)
+{
+    const std::string why =
+        options.bt ? std::string(bt_reason) : target_.session().stream().unavailable_reason();
+    if (why.empty())
+        return true;
+    usage_error(where, fmt::format("{} --stream: {}", command, why));
+    return false;
+}
+
 bool command_checks::bare_command_ready(const words& w, const std::string& where, const char* name)
 {
     if (w.size() != 1) {

@@ -42,6 +42,12 @@ public:
     bool require_target(const std::string& where);
     /// A target whose thread library tdctl can drive; false after the error.
     bool require_agent(const std::string& where);
+    /// `COMMAND --stream` can be done: the agent in the target has event
+    /// rings, and --bt (which needs each reporter stopped; `bt_reason` says
+    /// so in the command's terms) was not given. False after the usage
+    /// error "COMMAND --stream: <why>".
+    bool can_stream(const run_options& options, std::string_view command, std::string_view bt_reason,
+                    const std::string& where);
     /// A command of one word (`continue`, `detach`...) with a target to act
     /// on; false after the usage or no-target error.
     bool bare_command_ready(const words& w, const std::string& where, const char* name);

@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -107,6 +108,9 @@ struct kill_series {
     int max_delay_ms;
     bool streams = false;
     test::child_process (*start_target)() = start_storm_with_agent;
+    /// SIGTERM, SIGINT and SIGHUP in turn to tdctl instead of SIGKILLs:
+    /// every round must end with 128+N and everything put back.
+    bool ending_signals = false;
 };
 
 /// Random SIGKILLs of tdctl during `series.watch` on a storm with the agent,
@@ -133,10 +137,21 @@ void run_kill_series(const kill_series& series)
         REQUIRE(tracer > 0);
         std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(random)));
         rounds_with_stops += stop_flags_set(target.pid(), flags) > 0;
-        if (both)
-            REQUIRE(::kill(tdctl.pid(), SIGKILL) == 0);
-        REQUIRE(::kill(tracer, SIGKILL) == 0);
-        (void)tdctl.wait_exit(5s);
+        if (series.ending_signals) {
+            const int sig = std::array{SIGTERM, SIGINT, SIGHUP}[static_cast<std::size_t>(round % 3)];
+            REQUIRE(::kill(tdctl.pid(), sig) == 0);
+            auto status = tdctl.wait_exit(10s);
+            if ((!status || status->exit_code() != 128 + sig) && first_problem.empty())
+                first_problem = fmt::format("round {}: signal {}: tdctl {}", round, sig,
+                                            status ? status->describe() : "still running");
+            not_restored += !status || status->exit_code() != 128 + sig;
+            both = false;  // everything must be put back
+        } else {
+            if (both)
+                REQUIRE(::kill(tdctl.pid(), SIGKILL) == 0);
+            REQUIRE(::kill(tracer, SIGKILL) == 0);
+            (void)tdctl.wait_exit(5s);
+        }
         std::this_thread::sleep_for(150ms);
         if (target.wait_exit(0ms)) {
             ++deaths;
@@ -155,13 +170,18 @@ void run_kill_series(const kill_series& series)
         }
         left_set += both && set != 0;
     }
-    MESSAGE(fmt::format("{}: {} deaths in {} kills; {} rounds with stops planted at the kill; flags left set by "
-                        "the {} kills of both processes: {}",
-                        series.watch, deaths, series.rounds, rounds_with_stops, series.rounds / 2, left_set));
+    if (series.ending_signals)
+        MESSAGE(fmt::format("{}: {} deaths in {} rounds of SIGTERM, SIGINT or SIGHUP; {} rounds with stops planted "
+                            "at the signal; rounds not ended with 128+N or not put back: {}",
+                            series.watch, deaths, series.rounds, rounds_with_stops, not_restored));
+    else
+        MESSAGE(fmt::format("{}: {} deaths in {} kills; {} rounds with stops planted at the kill; flags left set by "
+                            "the {} kills of both processes: {}",
+                            series.watch, deaths, series.rounds, rounds_with_stops, series.rounds / 2, left_set));
     CHECK_MESSAGE(deaths == 0, first_problem);
     CHECK_MESSAGE(not_restored == 0, first_problem);
     CHECK(rounds_with_stops >= series.rounds * 9 / 10);
-    if (series.streams) {
+    if (series.streams && !series.ending_signals) {
         // The last round killed both processes: nothing put the streaming
         // flag back, and the agent turns it off once the heartbeat is a
         // second old.
@@ -199,6 +219,11 @@ TEST_CASE("100 SIGKILLs of tdctl during watch --stream on a storm: no target die
 TEST_CASE("100 SIGKILLs of tdctl during locks --stream on contending threads: no target dies, streaming is put back")
 {
     run_kill_series({"locks --stream --for 20", 100, 20, 300, true, start_lock_contention_with_agent});
+}
+
+TEST_CASE("100 SIGTERM/SIGINT/SIGHUP during watch --stream on a storm: exit 128+N, streaming and stops put back")
+{
+    run_kill_series({"watch all --stream --for 20", 100, 20, 300, true, start_storm_with_agent, true});
 }
 
 namespace {

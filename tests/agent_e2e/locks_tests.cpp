@@ -284,7 +284,8 @@ trylock_record read_trylock_record(const std::string& path)
 /// failures exactly, each lock's contentions, and every call site starting
 /// with the fixture's contend_lock (file and module its own), then its
 /// callers, `depth` frames in all.
-std::set<pid_t> tids_of_counts(const nlohmann::json& counts)
+/// The TIDs of a lock record's holders or waiters.
+std::set<pid_t> tids_of(const nlohmann::json& counts)
 {
     std::set<pid_t> tids;
     for (const auto& c : counts)
@@ -358,7 +359,7 @@ TEST_CASE("locks --stream: the same counts, holders and call sites from the ring
                 if (at != address)
                     continue;
                 INFO("lock ", name, ": ", r.dump());
-                CHECK(tids_of_counts(r.at("holders")) == std::set<pid_t>{want.holder.at(name)});
+                CHECK(tids_of(r.at("holders")) == std::set<pid_t>{want.holder.at(name)});
                 CHECK(r.at("kind") == "mutex");
             }
         }
@@ -448,14 +449,6 @@ std::map<std::string, std::vector<std::vector<std::string>>> read_python_record(
             lines[w[0]].push_back(w);
     }
     return lines;
-}
-
-std::set<pid_t> tids_of(const nlohmann::json& counts)
-{
-    std::set<pid_t> tids;
-    for (const auto& c : counts)
-        tids.insert(c.at("tid").get<pid_t>());
-    return tids;
 }
 
 bool has_function(const nlohmann::json& frames, std::string_view name)
