@@ -31,6 +31,46 @@ void* as_ptr(long v) { return reinterpret_cast<void*>(v); }
 // Reaps the `dying` tasks and detaches the `in_vfork` ones once they stop,
 // for at most about a second; what is left stays in the vectors. Returns the
 // leader's status when it was among the dying and has ended.
+// The signal a task detached at `stop` goes on with: the one it stopped
+// for, but never a SIGSTOP (a newborn's first stop under PTRACE_TRACEME,
+// or an interrupt of ours): that would stop the whole process after us.
+int signal_after_detach(const wait_status& stop)
+{
+    const int sig = stop.signal_to_deliver();
+    return sig == SIGSTOP ? 0 : sig;
+}
+
+// Threads that are traced by this tracer and were not detached: born
+// during the detach (their creator's clone stop not handled before it
+// stopped), so unknown to the task table. Each is waited for at its first
+// stop (the kernel queues it at once; at most `budget` in all) and let go.
+// Returns how many were found.
+int detach_unknown_newborns(pid_t pid, waiter& wait, std::vector<pid_t> known, std::chrono::milliseconds budget)
+{
+    // TracerPid names the tracing thread: this one (ptrace requests come from it).
+    const pid_t tracer = static_cast<pid_t>(::gettid());
+    const auto start = std::chrono::steady_clock::now();
+    std::ranges::sort(known);
+    int found = 0;
+    for (tid_t tid : procfs::list_tasks(pid)) {
+        if (std::ranges::binary_search(known, tid.value))
+            continue;
+        auto st = procfs::read_task_status(pid, tid);
+        if (!st || st->tracer_pid != tracer)
+            continue;
+        ++found;
+        for (;;) {
+            taken_status taken = wait.try_wait(tid);
+            if (taken.status && !taken.status->has_ended())
+                ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(signal_after_detach(*taken.status)));
+            if (taken.status || taken.no_child || std::chrono::steady_clock::now() - start >= budget)
+                break;
+            ::usleep(1000);
+        }
+    }
+    return found;
+}
+
 std::optional<int> reap_after_detach(pid_t pid, waiter& wait, std::vector<tid_t>& dying, std::vector<tid_t>& in_vfork)
 {
     // A traced thread that exits stays a zombie until its tracer reaps it, and
@@ -51,6 +91,13 @@ std::optional<int> reap_after_detach(pid_t pid, waiter& wait, std::vector<tid_t>
             taken_status taken = wait.try_wait(tid);
             if (taken.status && tid.value == pid && taken.status->has_ended())
                 leader_status = taken.status->raw();
+            // Not dying after all: a thread born as the detach began, now at
+            // its first stop. Let it go, or it stays stopped for good.
+            if (taken.status && !taken.status->has_ended()) {
+                log::debug("detach: thread {} stopped instead of ending ({}): let go", tid.value,
+                           taken.status->to_string());
+                ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(signal_after_detach(*taken.status)));
+            }
             return taken.status.has_value() || taken.no_child;
         });
         std::erase_if(in_vfork, [&wait](tid_t tid) {
@@ -551,15 +598,22 @@ void traced_process::detach()
     stepper_->clear_all_sites();
     sites_.remove_all(*journal_);
     std::vector<tid_t> dying, in_vfork;
+    std::vector<pid_t> known;
+    known.reserve(tasks_.size());
     for (auto& [tid, t] : tasks_) {
+        known.push_back(tid.value);
         if (!t->is_stopped()) {
-            // Past its exit stop, or blocked in vfork(): cannot be detached now.
+            // Past its exit stop, or blocked in vfork(): cannot be detached
+            // now (or newborn, not at its first stop yet: reap_after_detach
+            // lets it go at that stop).
             (t->state() == task_state::vfork_blocked ? in_vfork : dying).push_back(tid);
             continue;
         }
         sigtrap_guard_.put_back(*t);
         ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(t->pending_signal));
     }
+    if (int n = detach_unknown_newborns(pid_, *waiter_, std::move(known), std::chrono::milliseconds(reap_budget_ms)))
+        log::debug("detach: {} thread(s) born during the detach let go", n);
     if (auto leader_status = reap_after_detach(pid_, *waiter_, dying, in_vfork)) {
         exit_status_ = leader_status;  // the leader was dying too: its status is the process's
         gone_ = true;
