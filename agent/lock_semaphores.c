@@ -99,11 +99,6 @@ void tdagent_lock_sem_forget(sem_t *s)
     __atomic_store_n(&e->sem, (uint64_t)TDAGENT_LOCK_SEM_TOMBSTONE, __ATOMIC_RELEASE);
 }
 
-int tdagent_lock_sem_is_lock(const sem_t *s)
-{
-    return find(s) != NULL;
-}
-
 int32_t tdagent_lock_sem_holder(const sem_t *s)
 {
     const struct tdagent_lock_sem *e = find(s);

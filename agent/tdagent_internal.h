@@ -247,8 +247,6 @@ void tdagent_rings_after_fork_child(void) TDAGENT_HIDDEN;
 void tdagent_lock_sem_track(sem_t *s) TDAGENT_HIDDEN;
 /* s is destroyed, or is a counter after all: forget it. */
 void tdagent_lock_sem_forget(sem_t *s) TDAGENT_HIDDEN;
-/* s is a tracked lock semaphore. */
-int tdagent_lock_sem_is_lock(const sem_t *s) TDAGENT_HIDDEN;
 /* The holder the table names for s (0 none), or -1 when s is not a lock. */
 int32_t tdagent_lock_sem_holder(const sem_t *s) TDAGENT_HIDDEN;
 /* The calling thread (self) took s. */

@@ -229,7 +229,7 @@ std::vector<ring_event> ring_region::drain_all()
 
 void ring_region::discard()
 {
-    std::vector<ring_event> old = drain_all();
+    (void)drain_all();
     (void)take_losses();
 }
 
