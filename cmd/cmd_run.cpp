@@ -120,6 +120,21 @@ bool can_stream(command_context& c, const run_options& options, const std::strin
     return !options.stream || c.check.can_stream(options, "watch", "--bt needs each event to stop its thread", where);
 }
 
+// `watch --stream [--drop]`: the armed `events` from the rings from now on,
+// said in a note; false after the error.
+bool start_streaming(command_context& c, const std::vector<td_event_e>& events, bool drop, const std::string& where)
+{
+    using full_ring = core::event_stream::full_ring;
+    if (!c.session().stream().start(events, drop ? full_ring::drop : full_ring::report)) {
+        c.check.usage_error(where, "watch --stream: the agent's event rings could not be switched on");
+        return false;
+    }
+    c.out.note(fmt::format("watch: {} through the agent's event rings, no stop per event ({})", join_events(events),
+                           drop ? "an event a full ring cannot take is counted as lost"
+                                : "a report a ring cannot take stops as usual"));
+    return true;
+}
+
 }  // namespace
 
 command_status cmd_stop(command_context& c, const words& w, const std::string& where)
@@ -178,15 +193,8 @@ command_status cmd_watch(command_context& c, const words& w, const std::string& 
         return command_status::failed;
     if (auto r = c.session().arm(*list); !r)
         return c.check.td_error(r.error(), fmt::format("{}: watch", where));
-    if (options->stream) {
-        using full_ring = core::event_stream::full_ring;
-        if (!c.session().stream().start(*list, options->drop ? full_ring::drop : full_ring::report))
-            return c.check.usage_error(where, "watch --stream: the agent's event rings could not be switched on");
-        c.out.note(fmt::format("watch: {} through the agent's event rings, no stop per event ({})",
-                               join_events(*list),
-                               options->drop ? "an event a full ring cannot take is counted as lost"
-                                             : "a report a ring cannot take stops as usual"));
-    }
+    if (options->stream && !start_streaming(c, *list, options->drop, where))
+        return command_status::failed;
     core::usage_window_scope usage(c.session().accounting(), core::counter_depth::times, time_split_named_rows);
     event_stacks_scope stacks(c.session(), static_cast<int>(options->bt.value_or(0)));
     if (c.trace != nullptr)
