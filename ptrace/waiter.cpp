@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <cstddef>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -32,6 +33,18 @@ namespace {
 std::atomic<pid_t> wake_child{0};
 std::atomic<bool> wait_blocked{false};
 std::atomic<bool> attention{false};
+// An eventfd every wake() writes after setting `attention`: a wait that
+// sleeps on the SIGCHLD descriptor (wait_in_slices) sleeps on it too. Made
+// by the first waiter; -1 until then.
+std::atomic<int> wake_event{-1};
+
+// Empties the wake eventfd (non-blocking).
+void drain_wake_event()
+{
+    std::uint64_t count = 0;
+    if (int fd = wake_event.load(); fd >= 0)
+        (void)::read(fd, &count, sizeof count);
+}
 
 // Swallows the status of the pending wake child. True when `r` was it.
 bool take_wake_child(pid_t r)
@@ -207,6 +220,13 @@ waiter::waiter()
     if (fd < 0)
         throw error::from_errno(errno, "signalfd(SIGCHLD)");
     fd_.reset(fd);
+    // One for the process, as wake() is: kept open until exit.
+    if (wake_event.load() < 0) {
+        int event = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        int none = -1;
+        if (event >= 0 && !wake_event.compare_exchange_strong(none, event))
+            ::close(event);
+    }
 }
 
 waiter::~waiter() = default;
@@ -228,7 +248,10 @@ any_status waiter::wait_any(int timeout_ms)
         return any_status{taken.no_child ? wait_end::no_child : wait_end::timeout, {}, std::nullopt};
     }
     const std::int64_t deadline = timeout_ms < 0 ? 0 : now_ns() + std::int64_t{timeout_ms} * 1000000;
-    if (!wakes_blocked_waits())
+    // A short bound is expected to pass (a streaming drain's every few ms):
+    // a poll on the descriptor ends it for a system call, where the timer
+    // would make a wake child each time (a process made and reaped).
+    if (!wakes_blocked_waits() || (timeout_ms > 0 && timeout_ms <= sliced_wait_ms))
         return wait_in_slices(deadline);
     if (deadline != 0 && !timer_)
         timer_ = std::make_unique<deadline_timer>();
@@ -280,7 +303,8 @@ any_status waiter::wait_in_slices(std::int64_t deadline_ns)
                 return any_status{wait_end::timeout, {}, std::nullopt};
             wait_ms = std::min<std::int64_t>((left + 999999) / 1000000, repoll_ms);
         }
-        wait_ready(static_cast<int>(wait_ms));
+        wait_ready(static_cast<int>(wait_ms), wake_event.load());
+        drain_wake_event();  // before the next look at `attention`
     }
 }
 
@@ -295,7 +319,12 @@ void waiter::wake()
 {
     attention.store(true);
     // A wait that is not blocked now sees the flag before it blocks; one
-    // that is gets a wake child (made again at the next wake if this fails).
+    // that is gets a wake child (made again at the next wake if this fails);
+    // one asleep on the descriptors wakes on the eventfd.
+    if (int fd = wake_event.load(); fd >= 0) {
+        const std::uint64_t one = 1;
+        (void)!::write(fd, &one, sizeof one);
+    }
     (void)wake_blocked_wait();
 }
 

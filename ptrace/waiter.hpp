@@ -3,8 +3,10 @@
 // a status (a stop wakes the tracer directly; no SIGCHLD, descriptor or poll
 // in between). Anything else that must end the wait — a deadline, a signal
 // for the controller, input at the prompt — ends it through wake(), which
-// makes a child that exits at once. Stop-all waits on a known set of tasks
-// by TID instead, sleeping on a SIGCHLD descriptor between looks.
+// makes a child that exits at once. A wait with a short bound (a streaming
+// drain's few ms) sleeps on a SIGCHLD descriptor instead, so that a bound
+// that passes costs no child. Stop-all waits on a known set of tasks by TID,
+// sleeping on the descriptor between looks.
 #pragma once
 
 #include <atomic>
@@ -47,6 +49,11 @@ public:
     /// the wait takes a look at least this often, ms; and stop-all looks for
     /// tasks blocked in vfork() this often.
     static constexpr int repoll_ms = 50;
+    /// A wait_any() bounded by at most this many ms sleeps on the SIGCHLD
+    /// descriptor (one poll, then one waitpid(-1, WNOHANG) per status or
+    /// bound), not in a blocking waitpid(): a bound that passes ends it
+    /// without a wake child.
+    static constexpr int sliced_wait_ms = 50;
 
     /// Blocks SIGCHLD in the calling thread and opens a signalfd for it.
     /// Throws tdctl::error (os) on failure.
@@ -61,13 +68,16 @@ public:
     /// that time (wait_end::timeout). wake(), from any thread, ends it
     /// (wait_end::woken): the wait blocked now, or the next one when none
     /// is. Where no wake child can be made (wakes_blocked_waits() false: a
-    /// seccomp filter, RLIMIT_NPROC), it looks every repoll_ms instead.
+    /// seccomp filter, RLIMIT_NPROC), it looks every repoll_ms instead; a
+    /// bound of at most sliced_wait_ms is waited for that way too (a wake()
+    /// ends it at once through an eventfd).
     any_status wait_any(int timeout_ms);
 
     /// From any thread: ends the wait_any() blocked now, or the next one.
-    /// It makes a child process that exits at once (clone with
-    /// CLONE_VM|CLONE_VFORK: no copy of the address space), whose exit
-    /// the waitpid() returns and every wait here swallows.
+    /// A blocking waitpid() is ended by a child process that exits at once
+    /// (clone with CLONE_VM|CLONE_VFORK: no copy of the address space),
+    /// whose exit every wait here swallows; a wait asleep on the SIGCHLD
+    /// descriptor, by an eventfd written each time.
     static void wake();
 
     /// Whether wake() can end a blocked waitpid() here: made one wake child
@@ -103,8 +113,9 @@ public:
     class deadline_timer;
 
 private:
-    /// wait_any() where no wake child can be made: looks, then sleeps on the
-    /// descriptor for at most repoll_ms, until `deadline_ns` (0: none).
+    /// wait_any() where no wake child can be made, or bounded by at most
+    /// sliced_wait_ms: looks, then sleeps on the descriptor for at most
+    /// repoll_ms, until `deadline_ns` (0: none).
     any_status wait_in_slices(std::int64_t deadline_ns);
 
     unique_fd fd_;

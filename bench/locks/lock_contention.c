@@ -8,7 +8,11 @@
  * every round is exactly one contended acquisition, with no hold time of
  * its own. Prints one line:
  *
- *   contentions N seconds S us_per_contention U
+ *   contentions N seconds S us_per_contention U cpu_s C
+ *
+ * C is the process's own CPU time (user + system, all its threads,
+ * getrusage(RUSAGE_SELF)), so that a bench can tell a tracer's CPU from
+ * the target's.
  *
  * Under `tdctl --agent -e locks` each round adds the agent's three reports
  * (TD_LOCK_TRY, TD_SLEEP, TD_READY) and tdctl's work at each; the
@@ -23,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -103,6 +108,11 @@ int main(int argc, char **argv)
     for (int i = 0; i < 2; ++i)
         pthread_join(t[i], NULL);
     double seconds = now_s() - start;
-    printf("contentions %ld seconds %.6f us_per_contention %.3f\n", rounds, seconds, seconds * 1e6 / (double)rounds);
+    struct rusage self;
+    getrusage(RUSAGE_SELF, &self);
+    double cpu = (double)self.ru_utime.tv_sec + (double)self.ru_stime.tv_sec +
+                 ((double)self.ru_utime.tv_usec + (double)self.ru_stime.tv_usec) * 1e-6;
+    printf("contentions %ld seconds %.6f us_per_contention %.3f cpu_s %.6f\n", rounds, seconds,
+           seconds * 1e6 / (double)rounds, cpu);
     return 0;
 }

@@ -313,3 +313,37 @@ TEST_CASE("500 wakes at random moments around the wait's start: one wake() alway
     }
     CHECK_MESSAGE(slow == 0, slow << " of 500 waits were not ended by their one wake");
 }
+
+TEST_CASE("a wait bounded by at most sliced_wait_ms is ended by another thread's wake() before its bound")
+{
+    // Such a wait sleeps on the SIGCHLD descriptor (no wake child): the wake
+    // reaches it through the eventfd. Before the eventfd it ended only at
+    // its bound. A round whose waker thread is held off the CPU for the
+    // whole bound proves nothing: up to five rounds, one must end early.
+    waiter w;
+    sleeping_child other;
+    REQUIRE(other.pid > 0);
+    const int bound_ms = waiter::sliced_wait_ms;
+    bool early = false;
+    for (int round = 0; round < 5 && !early; ++round) {
+        std::atomic<bool> waiting{false};
+        std::thread waker([&] {
+            while (!waiting.load()) {
+            }
+            ::usleep(2000);
+            waiter::wake();
+        });
+        waiting.store(true);
+        const double start = seconds_now();
+        auto got = w.wait_any(bound_ms);
+        const double took = seconds_now() - start;
+        waker.join();
+        if (got.end == wait_end::timeout)
+            (void)w.wait_any(0);  // the wake came after the bound: take it
+        else
+            CHECK(got.end == wait_end::woken);
+        early = got.end == wait_end::woken && took < bound_ms / 1000.0 * 0.9;
+        MESSAGE("round ", round, ": ", took * 1000, " ms of a ", bound_ms, " ms bound");
+    }
+    CHECK(early);
+}
