@@ -7,7 +7,11 @@
  * producer; the controller is its only consumer. The producer writes an
  * entry, then publishes `head` with a release store; the consumer loads
  * `head` with acquire, reads the entries, then stores `tail` with release.
- * No system call per event on either side. The controller writes a
+ * No system call per event on either side, but one: the put that fills a
+ * ring to half bumps the header's `wake` word and FUTEX_WAKEs it (shared:
+ * the controller sleeps on it in its own mapping), so a burst is drained
+ * before the ring is full however long the controller meant to sleep.
+ * The controller writes a
  * heartbeat at each drain; a thread that finds it older than a second (every
  * 256 puts, and at a full ring) turns streaming off, so a target whose
  * controller died stops writing to rings nobody reads. A full ring is never overwritten
@@ -24,6 +28,7 @@
 #define _GNU_SOURCE
 #include <stddef.h>
 #include <stdint.h>
+#include <linux/futex.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -212,6 +217,19 @@ static void check_heartbeat(uint64_t now)
         __atomic_store_n(&__tdagent_streaming, 0, __ATOMIC_RELAXED);
 }
 
+/* The ring just became half full: the controller, asleep until its next
+ * drain, is woken now (the word changes first, so a controller about to
+ * sleep on its old value does not sleep). */
+static void wake_controller(void)
+{
+    struct tdagent_ring_region *region =
+        (struct tdagent_ring_region *)(uintptr_t)__atomic_load_n(&__tdagent_rings.address, __ATOMIC_ACQUIRE);
+    if (region == NULL)
+        return;
+    __atomic_add_fetch(&region->wake, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &region->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
 int tdagent_ring_put(struct tdagent_ring *r, const struct tdagent_ring_put_args *e, int count_drop)
 {
     const uint64_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
@@ -237,6 +255,8 @@ int tdagent_ring_put(struct tdagent_ring *r, const struct tdagent_ring_put_args 
     slot->start_routine = e->start_routine;
     slot->lock_kind = e->lock_kind;
     __atomic_store_n(&r->head, head + 1, __ATOMIC_RELEASE);
+    if (head + 1 - tail == RING_ENTRIES / 2)
+        wake_controller();
     return 1;
 }
 

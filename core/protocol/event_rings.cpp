@@ -199,6 +199,7 @@ void ring_region::drain(std::uint32_t i, std::vector<ring_event>& out)
 std::vector<ring_event> ring_region::drain_all()
 {
     std::vector<ring_event> out;
+    fullest_ = 0;
     for (std::uint32_t i = 0; i < ring_count_; ++i) {
         std::byte* ring = ring_at(i);
         const auto owner = static_cast<std::int32_t>(load_word(ring, l_.owner, std::memory_order_acquire));
@@ -206,7 +207,9 @@ std::vector<ring_event> ring_region::drain_all()
             drops_seen_[i] = 0;  // a free ring's counter is 0: its next producer counts from there
             continue;
         }
+        const std::size_t before = out.size();
         drain(i, out);
+        fullest_ = std::max(fullest_, static_cast<std::uint32_t>(out.size() - before));
         // The owner was loaded first: every drop of an ended thread is counted by now.
         const std::uint64_t drops = load_word(ring, l_.drops, std::memory_order_relaxed);
         if (drops > drops_seen_[i]) {
@@ -244,6 +247,13 @@ std::uint64_t ring_region::drops() const
 std::uint64_t ring_region::no_ring() const
 {
     return load_word(bytes_.data(), l_.no_ring, std::memory_order_relaxed);
+}
+
+std::uint32_t* ring_region::wake_word() const
+{
+    if (l_.wake.size != 4 || l_.wake.offset % 4 != 0 || l_.wake.offset + 4 > bytes_.size())
+        return nullptr;
+    return reinterpret_cast<std::uint32_t*>(bytes_.data() + l_.wake.offset);
 }
 
 void ring_region::beat(std::uint64_t now_ns)

@@ -132,6 +132,12 @@ public:
     std::uint64_t no_ring() const;
     /// Writes tdctl's heartbeat (CLOCK_MONOTONIC, ns).
     void beat(std::uint64_t now_ns);
+    /// The most entries the last drain_all() took from one ring.
+    std::uint32_t fullest_in_last_drain() const { return fullest_; }
+    /// The header's wake word (4 bytes, in this mapping): the agent adds
+    /// one and FUTEX_WAKEs it when a ring becomes half full. nullptr when
+    /// the layout has no 4-byte wake word.
+    std::uint32_t* wake_word() const;
 
 private:
     ring_region(std::span<std::byte> bytes, const ring_layout& layout) : bytes_(bytes), l_(layout) {}
@@ -146,6 +152,7 @@ private:
     std::uint32_t entry_size_ = 0;
     std::vector<std::uint64_t> drops_seen_;  // per ring: its drop counter at the last drain
     std::vector<ring_loss> losses_;
+    std::uint32_t fullest_ = 0;
 };
 
 }  // namespace tdctl::core

@@ -14,6 +14,7 @@
 #include "base/change_journal.hpp"
 #include "base/clock.hpp"
 #include "base/log.hpp"
+#include "ptrace/waiter.hpp"
 #include "symbols/demangle.hpp"
 
 namespace tdctl::core {
@@ -42,6 +43,7 @@ std::string link_of(const std::string& path)
 
 event_stream::~event_stream()
 {
+    waker_.reset();
     if (!mapping_.empty())
         ::munmap(mapping_.data(), mapping_.size());
 }
@@ -109,6 +111,7 @@ bool event_stream::start(const std::vector<td_event_e>& events, full_ring when_f
         return false;
     }
     active_ = true;
+    start_waker();  // a region mapped before (a watch before this one)
     return true;
 }
 
@@ -140,7 +143,15 @@ event_stream::mapped event_stream::map_region()
         mapping_ = {};
         return mapped::never;
     }
+    start_waker();
     return mapped::yes;
+}
+
+void event_stream::start_waker()
+{
+    if (active_ && !waker_ && region_)
+        if (std::uint32_t* word = region_->wake_word())
+            waker_ = std::make_unique<ring_waker>(word, [] { ptrace::waiter::wake(); });
 }
 
 tid_t event_stream::lwp_of(pid_t tid)
@@ -194,10 +205,10 @@ std::vector<events::event_message> event_stream::drain()
     switch (map_region()) {
     case mapped::yes: {
         auto out = drain_rings();
-        adapt_interval(!out.empty());
+        adapt_interval(region_->fullest_in_last_drain(), region_->ring_entries());
         return out;
     }
-    case mapped::not_yet: adapt_interval(false); return {};
+    case mapped::not_yet: adapt_interval(0, 1); return {};
     case mapped::never: break;
     }
     // The program closed the agent's memfd: its events go through stops
@@ -209,10 +220,12 @@ std::vector<events::event_message> event_stream::drain()
     return {};
 }
 
-void event_stream::adapt_interval(bool found)
+void event_stream::adapt_interval(std::uint32_t fullest, std::uint32_t entries)
 {
-    interval_ms_ = found ? std::max(interval_ms_ / 2, min_drain_interval_ms)
-                         : std::min(2 * interval_ms_, max_drain_interval_ms);
+    if (fullest > entries / 4)
+        interval_ms_ = std::max(interval_ms_ / 2, min_drain_interval_ms);
+    else if (fullest < entries / 16)
+        interval_ms_ = std::min(2 * interval_ms_, max_drain_interval_ms);
 }
 
 std::vector<events::event_message> event_stream::drain_rings()
@@ -240,6 +253,7 @@ std::vector<events::event_message> event_stream::stop()
     if (!active_)
         return {};
     active_ = false;
+    waker_.reset();
     change_journal& journal = target_.process().journal();
     if (target_.is_alive()) {
         journal.restore(flag_address_);
@@ -254,6 +268,7 @@ std::vector<events::event_message> event_stream::stop()
 void event_stream::forget_image()
 {
     active_ = false;
+    waker_.reset();
     deaths_.clear();
     region_.reset();
     if (!mapping_.empty())

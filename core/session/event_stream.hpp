@@ -27,6 +27,7 @@
 
 #include "core/protocol/event_rings.hpp"
 #include "core/session/live_target.hpp"
+#include "core/session/ring_waker.hpp"
 #include "core/stacks/event_stacks.hpp"
 #include "events/event_message.hpp"
 
@@ -87,11 +88,12 @@ public:
     };
     std::vector<loss> losses() const;
     /// The longest a pump may wait before the next drain while streaming,
-    /// ms: halved after a drain that found messages (down to
-    /// min_drain_interval_ms, so a busy thread's ring is emptied well before
-    /// it fills), doubled after one that found none (up to
-    /// max_drain_interval_ms: an idle target costs tdctl a wake-up every
-    /// 50 ms, and the agent's heartbeat stays far younger than its second).
+    /// ms: halved after a drain that found a ring more than a quarter full
+    /// (down to min_drain_interval_ms), doubled after one that found every
+    /// ring less than a sixteenth full (up to max_drain_interval_ms: an idle
+    /// target costs tdctl a wake-up every 50 ms, and the agent's heartbeat
+    /// stays far younger than its second). A burst that fills a ring to half
+    /// between two drains wakes the wait at once (ring_waker).
     int drain_interval_ms() const { return interval_ms_; }
     static constexpr int min_drain_interval_ms = 2;
     static constexpr int max_drain_interval_ms = 50;
@@ -102,11 +104,15 @@ private:
     /// not the agent's memfd any more.
     enum class mapped { yes, not_yet, never };
     mapped map_region();
+    /// Starts the ring_waker on the mapped region's wake word while a
+    /// stream is active (once).
+    void start_waker();
     /// Journals `value` at `address` with `natural` as its original (used
     /// the first time the address is seen), then writes it.
     bool write_journaled(target_addr address, std::span<const std::byte> natural, std::span<const std::byte> value);
-    /// The next drain_interval_ms() after a drain that found messages or not.
-    void adapt_interval(bool found);
+    /// The next drain_interval_ms() after a drain whose fullest ring held
+    /// `fullest` of its `entries` entries.
+    void adapt_interval(std::uint32_t fullest, std::uint32_t entries);
     /// Everything the mapped region holds now, as messages.
     std::vector<events::event_message> drain_rings();
     /// The comm of each thread met in one drain, by LWP.
@@ -123,6 +129,9 @@ private:
     std::optional<ring_layout> layout_;
     std::span<std::byte> mapping_;
     std::optional<ring_region> region_;
+    // Asleep on the region's wake word while streaming (after region_:
+    // destroyed first, and before the mapping goes).
+    std::unique_ptr<ring_waker> waker_;
     target_addr mask_address_;
     target_addr flag_address_;
     td_thr_events_t streamed_{};

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/protocol/event_rings.hpp"
+#include "core/session/ring_waker.hpp"
 #include "ptrace/process_memory.hpp"
 
 extern "C" {
@@ -340,6 +341,45 @@ TEST_CASE("event rings: a heartbeat older than a second turns streaming off in t
     CHECK(put(region.ring_entries()) == region.ring_entries() - 856);
     CHECK(__atomic_load_n(&__tdagent_streaming, __ATOMIC_ACQUIRE) == 0);
     __atomic_store_n(&__tdagent_streaming, 0, __ATOMIC_RELEASE);
+    tdagent_ring_release(r);
+    region.drain_all();
+}
+
+TEST_CASE("event rings: the put that fills a ring to half bumps the wake word, and a ring_waker on tdctl's mapping "
+          "is woken by it")
+{
+    second_mapping m;
+    auto region = m.region();
+    region.discard();  // what earlier cases left
+    std::uint32_t* word = region.wake_word();
+    REQUIRE(word != nullptr);
+    auto load = [word] { return std::atomic_ref<std::uint32_t>(*word).load(); };
+    std::atomic<int> wakes{0};
+    core::ring_waker waker(word, [&wakes] { wakes.fetch_add(1); });
+    tdagent_ring* r = tdagent_ring_claim(tdagent_ring_region(), 5151);
+    REQUIRE(r != nullptr);
+    const std::uint32_t half = region.ring_entries() / 2;
+    const std::uint32_t before = load();
+    for (std::uint32_t k = 0; k + 1 < half; ++k) {
+        const auto e = entry(5151, k);
+        REQUIRE(tdagent_ring_put(r, &e, 1) == 1);
+    }
+    CHECK(load() == before);  // below half: no wake, no system call
+    const auto e = entry(5151, half);
+    REQUIRE(tdagent_ring_put(r, &e, 1) == 1);
+    CHECK(load() == before + 1);
+    // The waker's thread runs the callback (bounded: 5 s).
+    for (int i = 0; i < 5000 && wakes.load() == 0; ++i)
+        ::usleep(1000);
+    CHECK(wakes.load() == 1);
+    // Past half, and a drain: no second wake until the ring fills to half again.
+    for (std::uint32_t k = half; k < half + 10; ++k) {
+        const auto more = entry(5151, k);
+        REQUIRE(tdagent_ring_put(r, &more, 1) == 1);
+    }
+    CHECK(load() == before + 1);
+    CHECK(region.drain_all().size() == half + 10);
+    CHECK(region.fullest_in_last_drain() == half + 10);
     tdagent_ring_release(r);
     region.drain_all();
 }
