@@ -26,7 +26,10 @@ ring_waker::ring_waker(std::uint32_t* word, std::function<void()> on_wake) : wor
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    thread_ = std::thread([this] { run(); });
+    // The word as it is now, not when the thread first runs: a change in
+    // between is a wake too.
+    const std::uint32_t seen = load(word_);
+    thread_ = std::thread([this, seen] { run(seen); });
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
@@ -41,9 +44,8 @@ ring_waker::~ring_waker()
     thread_.join();
 }
 
-void ring_waker::run()
+void ring_waker::run(std::uint32_t seen)
 {
-    std::uint32_t seen = load(word_);
     while (!stopping_.load()) {
         timespec bound{0, sleep_bound_ms * 1000000L};
         // EAGAIN: the word changed before the sleep; ETIMEDOUT, EINTR: look.

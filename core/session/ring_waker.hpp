@@ -29,7 +29,8 @@ public:
     static constexpr int sleep_bound_ms = 200;
 
 private:
-    void run();
+    /// The thread: sleeps while the word is `seen`, calls on_wake_ when not.
+    void run(std::uint32_t seen);
 
     std::uint32_t* word_;
     std::function<void()> on_wake_;
