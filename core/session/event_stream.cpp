@@ -205,10 +205,10 @@ std::vector<events::event_message> event_stream::drain()
     switch (map_region()) {
     case mapped::yes: {
         auto out = drain_rings();
-        adapt_interval(region_->fullest_in_last_drain(), region_->ring_entries());
+        adapt_interval(static_cast<double>(region_->fullest_in_last_drain()) / region_->ring_entries());
         return out;
     }
-    case mapped::not_yet: adapt_interval(0, 1); return {};
+    case mapped::not_yet: adapt_interval(0.0); return {};
     case mapped::never: break;
     }
     // The program closed the agent's memfd: its events go through stops
@@ -220,12 +220,18 @@ std::vector<events::event_message> event_stream::drain()
     return {};
 }
 
-void event_stream::adapt_interval(std::uint32_t fullest, std::uint32_t entries)
+void event_stream::adapt_interval(double fullest)
 {
-    if (fullest > entries / 4)
-        interval_ms_ = std::max(interval_ms_ / 2, min_drain_interval_ms);
-    else if (fullest < entries / 16)
-        interval_ms_ = std::min(2 * interval_ms_, max_drain_interval_ms);
+    interval_ms_ = next_drain_interval_ms(interval_ms_, fullest);
+}
+
+int event_stream::next_drain_interval_ms(int interval_ms, double fullest)
+{
+    if (fullest > 0.25)
+        return std::max(interval_ms / 2, min_drain_interval_ms);
+    if (fullest < 1.0 / 16)
+        return std::min(2 * interval_ms, max_drain_interval_ms);
+    return interval_ms;
 }
 
 std::vector<events::event_message> event_stream::drain_rings()

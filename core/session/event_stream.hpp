@@ -97,6 +97,9 @@ public:
     int drain_interval_ms() const { return interval_ms_; }
     static constexpr int min_drain_interval_ms = 2;
     static constexpr int max_drain_interval_ms = 50;
+    /// The interval after `interval_ms` when the last drain's fullest ring
+    /// was `fullest` full (0 to 1): the rule drain_interval_ms() follows.
+    static int next_drain_interval_ms(int interval_ms, double fullest);
 
 private:
     /// Maps the region the agent made (through /proc/PID/fd/N), once:
@@ -110,9 +113,9 @@ private:
     /// Journals `value` at `address` with `natural` as its original (used
     /// the first time the address is seen), then writes it.
     bool write_journaled(target_addr address, std::span<const std::byte> natural, std::span<const std::byte> value);
-    /// The next drain_interval_ms() after a drain whose fullest ring held
-    /// `fullest` of its `entries` entries.
-    void adapt_interval(std::uint32_t fullest, std::uint32_t entries);
+    /// Sets the next drain_interval_ms() after a drain whose fullest ring
+    /// was `fullest` full (0 to 1; 0 when no region is mapped yet).
+    void adapt_interval(double fullest);
     /// Everything the mapped region holds now, as messages.
     std::vector<events::event_message> drain_rings();
     /// The comm of each thread met in one drain, by LWP.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/protocol/event_rings.hpp"
+#include "core/session/event_stream.hpp"
 #include "core/session/ring_waker.hpp"
 #include "ptrace/process_memory.hpp"
 
@@ -382,4 +383,22 @@ TEST_CASE("event rings: the put that fills a ring to half bumps the wake word, a
     CHECK(region.fullest_in_last_drain() == half + 10);
     tdagent_ring_release(r);
     region.drain_all();
+}
+
+TEST_CASE("drain interval: halved above a quarter full down to 2 ms, doubled below a sixteenth up to 50 ms, kept "
+          "between")
+{
+    using core::event_stream;
+    int ms = event_stream::min_drain_interval_ms;
+    // An idle stream (nothing drained, or no region yet: 0) backs off to the most.
+    for (int i = 0; i < 10; ++i)
+        ms = event_stream::next_drain_interval_ms(ms, 0.0);
+    CHECK(ms == event_stream::max_drain_interval_ms);
+    CHECK(event_stream::next_drain_interval_ms(ms, 0.1) == ms);
+    CHECK(event_stream::next_drain_interval_ms(ms, 0.25) == ms);
+    CHECK(event_stream::next_drain_interval_ms(ms, 0.5) == ms / 2);
+    for (int i = 0; i < 10; ++i)
+        ms = event_stream::next_drain_interval_ms(ms, 1.0);
+    CHECK(ms == event_stream::min_drain_interval_ms);
+    CHECK(event_stream::next_drain_interval_ms(8, 1.0 / 32) == 16);
 }
