@@ -246,7 +246,7 @@ std::vector<events::event_message> event_stream::drain_rings()
         events::event_message& m = out.back();
         if (e.event == TD_DEATH && m.tid.value != 0) {
             deaths_.insert(m.tid.value);
-            m.lifetime_ns = lifetime_of_(m.tid);
+            m.lifetime_ns = lifetime_of_(m.tid, e.time_ns);
         }
     }
     for (const ring_loss& l : region_->take_losses())

@@ -35,9 +35,9 @@ namespace tdctl::core {
 
 class event_stream {
 public:
-    /// How long an LWP has lived, ns (event_watch::lifetime_of), for each
-    /// streamed TD_DEATH.
-    using lifetime_source = std::function<std::optional<std::uint64_t>(tid_t)>;
+    /// How long an LWP had lived at a time (CLOCK_MONOTONIC ns), ns
+    /// (event_watch::lifetime_of), for each streamed TD_DEATH at its ring time.
+    using lifetime_source = std::function<std::optional<std::uint64_t>(tid_t, std::uint64_t)>;
     /// `stacks` names the call site of a streamed lock wait (decorate_streamed).
     event_stream(live_target& target, event_stacks& stacks, lifetime_source lifetime_of)
         : target_(target), stacks_(stacks), lifetime_of_(std::move(lifetime_of))

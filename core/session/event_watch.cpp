@@ -445,10 +445,12 @@ void event_watch::born(tid_t lwp)
     born_ns_[lwp] = clock_ns(CLOCK_MONOTONIC);
 }
 
-std::optional<std::uint64_t> event_watch::lifetime_of(tid_t lwp)
+std::optional<std::uint64_t> event_watch::lifetime_of(tid_t lwp, std::optional<std::uint64_t> at_ns)
 {
+    const std::uint64_t now = clock_ns(CLOCK_MONOTONIC);
+    const std::uint64_t at = std::min(at_ns.value_or(now), now);
     if (auto it = born_ns_.find(lwp); it != born_ns_.end())
-        return clock_ns(CLOCK_MONOTONIC) - it->second;
+        return at > it->second ? at - it->second : 0;
     // Older than the session: the kernel's start time, in clock ticks since
     // boot (CLOCK_BOOTTIME).
     auto start = target_.lwp_start_ticks(lwp);
@@ -456,8 +458,9 @@ std::optional<std::uint64_t> event_watch::lifetime_of(tid_t lwp)
     if (!start || hz <= 0)
         return std::nullopt;
     const std::uint64_t start_ns = *start * (1000000000u / static_cast<std::uint64_t>(hz));
-    const std::uint64_t now = clock_ns(CLOCK_BOOTTIME);
-    return now > start_ns ? std::optional<std::uint64_t>(now - start_ns) : std::nullopt;
+    // `at` on the boot clock: as long before now as it is on the monotonic one.
+    const std::uint64_t at_boot = clock_ns(CLOCK_BOOTTIME) - (now - at);
+    return at_boot > start_ns ? std::optional<std::uint64_t>(at_boot - start_ns) : std::nullopt;
 }
 
 events::event_message event_watch::message_of(td_event_e event, tid_t reporter, const message_subject& subject,

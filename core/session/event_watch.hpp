@@ -86,9 +86,11 @@ public:
     /// With `every_thread_reports` (TD_DEATH streamed: every thread reports
     /// it, whatever its flag), a thread's own flag is not asked.
     std::optional<events::event_message> at_exit_stop(tid_t lwp, bool silent, bool every_thread_reports = false);
-    /// ns from `lwp`'s birth to now: from its clone stop when it was born
-    /// while traced, else from /proc starttime (clock ticks since boot).
-    std::optional<std::uint64_t> lifetime_of(tid_t lwp);
+    /// ns from `lwp`'s birth to `at_ns` (CLOCK_MONOTONIC; none: now): from
+    /// its clone stop when it was born while traced, else from /proc
+    /// starttime (clock ticks since boot). A streamed TD_DEATH gives the
+    /// ring's time, not the drain's.
+    std::optional<std::uint64_t> lifetime_of(tid_t lwp, std::optional<std::uint64_t> at_ns = std::nullopt);
     /// `former`, a thread other than the main one, exec'd: its old LWP is
     /// gone. While TD_DEATH is armed, its TD_DEATH (origin "exec");
     /// `thread_pointer` is what the exec stop reported. Forgets every LWP

@@ -30,7 +30,7 @@ session::session(std::unique_ptr<ptrace::traced_process> process, bool late_agen
       births_(target_, changes_),
       stacks_(target_),
       watch_(target_, changes_, births_, stacks_),
-      stream_(target_, stacks_, [this](tid_t lwp) { return watch_.lifetime_of(lwp); }),
+      stream_(target_, stacks_, [this](tid_t lwp, std::uint64_t at_ns) { return watch_.lifetime_of(lwp, at_ns); }),
       late_reports_(target_, births_, changes_),
       routing_(target_),
       accounting_(target_)
