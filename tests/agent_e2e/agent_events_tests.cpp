@@ -656,3 +656,39 @@ TEST_CASE("a thread that execs: one TD_CREATE and one TD_DEATH with the same han
     CHECK(deaths[0].data == creates[0].data);     // observed: the pthread_t, not the record
     CHECK(deaths[0].handle == creates[0].data);
 }
+
+TEST_CASE("watch --stream: a streamed TD_DEATH's lifetime ends at the death, not at the drain that found it")
+{
+    // churn --sequential: each inner thread is born after its predecessor
+    // ended (joined first), so the birth each TD_DEATH implies (its time
+    // less its lifetime, both on tdctl's CLOCK_MONOTONIC time line) comes
+    // after the predecessor's TD_DEATH. A lifetime taken at the drain was
+    // longer by the drain's delay: about 8 births in 300 came out before
+    // their predecessor's death.
+    test::require_ptrace();
+    test::temp_file record("tdctl-agent-e2e-sequential");
+    auto run = run_tdctl_agent({"watch create,death --stream"},
+                               {test::fixture_path("churn"), "--record", record.path(), "--sequential", "1", "300"},
+                               120s);
+    INFO(describe_run(run, 20));
+    REQUIRE(run.result.status.is_success());
+    const auto inner = test::thread_tids(test::read_record(record.path()), "inner");
+    REQUIRE(inner.size() == 300);
+    const std::set<pid_t> inner_set(inner.begin(), inner.end());
+    struct death {
+        double time = 0;
+        double lifetime = 0;
+    };
+    std::vector<death> deaths;
+    for (const auto& e : run.events)
+        if (e.event == "TD_DEATH" && e.origin == "ring" && inner_set.contains(e.tid) && e.raw.contains("lifetime_ns"))
+            deaths.push_back({e.raw.at("time").get<double>(), e.raw.at("lifetime_ns").get<double>() / 1e9});
+    std::ranges::sort(deaths, {}, &death::time);
+    MESSAGE(deaths.size(), " streamed TD_DEATHs of inner threads with a lifetime");
+    REQUIRE(deaths.size() >= 200);  // a few may come through a stop (no ring yet)
+    int early = 0;
+    for (std::size_t k = 1; k < deaths.size(); ++k)
+        // 2 µs: the records' times are printed to the microsecond.
+        early += deaths[k].time - deaths[k].lifetime < deaths[k - 1].time - 2e-6;
+    CHECK(early == 0);
+}
