@@ -291,7 +291,6 @@ any_status waiter::wait_in_slices(std::int64_t deadline_ns)
         taken_status taken = try_wait_any();
         if (taken.status)
             return any_status{wait_end::status, taken.tid, taken.status};
-        stale_ = true;
         if (taken.no_child)
             return any_status{wait_end::no_child, {}, std::nullopt};
         if (attention.exchange(false))
@@ -303,16 +302,26 @@ any_status waiter::wait_in_slices(std::int64_t deadline_ns)
                 return any_status{wait_end::timeout, {}, std::nullopt};
             wait_ms = std::min<std::int64_t>((left + 999999) / 1000000, repoll_ms);
         }
-        wait_ready(static_cast<int>(wait_ms), wake_event.load());
-        drain_wake_event();  // before the next look at `attention`
+        const ready_fds ready = wait_ready(static_cast<int>(wait_ms), wake_event.load());
+        // Only what the poll found readable is read: an idle slice costs
+        // the look and the poll. A SIGCHLD left in the descriptor (after
+        // another wait took its status) only ends a poll early: the next
+        // round drains it.
+        stale_ = ready.sigchld;
+        if (ready.wake)
+            drain_wake_event();  // before the next look at `attention`
     }
 }
 
-void waiter::wait_ready(int timeout_ms, int wake_fd)
+waiter::ready_fds waiter::wait_ready(int timeout_ms, int wake_fd)
 {
     pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_fd, POLLIN, 0}};
-    if (::poll(p, wake_fd >= 0 ? 2 : 1, timeout_ms) < 0 && errno != EINTR)
-        throw error::from_errno(errno, "poll on SIGCHLD");
+    if (::poll(p, wake_fd >= 0 ? 2 : 1, timeout_ms) < 0) {
+        if (errno != EINTR)
+            throw error::from_errno(errno, "poll on SIGCHLD");
+        return {true, wake_fd >= 0};  // nothing known: read both
+    }
+    return {(p[0].revents & POLLIN) != 0, wake_fd >= 0 && (p[1].revents & POLLIN) != 0};
 }
 
 void waiter::wake()

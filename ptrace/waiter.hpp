@@ -84,11 +84,16 @@ public:
     /// and reaped it (by its PID), once per process.
     static bool wakes_blocked_waits();
 
+    /// Which descriptors wait_ready() found readable.
+    struct ready_fds {
+        bool sigchld = false;  ///< the SIGCHLD descriptor
+        bool wake = false;     ///< wake_fd
+    };
     /// Sleeps until the SIGCHLD descriptor or wake_fd (when >= 0) is readable,
-    /// or timeout_ms (>= 0) passes; takes no status. For stop-all, which
-    /// takes statuses by TID and emptied the descriptor (drain_fd) before
-    /// its last look.
-    void wait_ready(int timeout_ms, int wake_fd = -1);
+    /// or timeout_ms (>= 0) passes; takes no status and reads neither. For
+    /// stop-all, which takes statuses by TID and emptied the descriptor
+    /// (drain_fd) before its last look.
+    ready_fds wait_ready(int timeout_ms, int wake_fd = -1);
 
     /// waitpid(tid, __WALL), blocking: only for a task whose next status is
     /// known to be imminent (a new clone's first stop, a single-step, a child
