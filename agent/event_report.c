@@ -1,6 +1,8 @@
 /* The protocol's variables and descriptors, and the one function that
  * reports an event (the seed's rule, glibc's CAS push). */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdint.h>
@@ -93,6 +95,70 @@ static void stop_with_signal(void (*function)(struct tdagent_thread *), struct t
         return;
     uint64_t mask = tdagent_reporting_mask() & ~((uint64_t)1 << (sig - 1));
     tdagent_stop_for_report(function, subject, &mask);
+}
+
+/* 1: this thread has no tracer; 0: it has one; -1: its status cannot be
+ * read. Raw system calls only (a report may run in a signal handler). */
+static int untraced(void)
+{
+    char buf[2048];
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t got = 0;
+    for (long n; got < sizeof buf - 1; got += (size_t)n)
+        if ((n = syscall(SYS_read, fd, buf + got, sizeof buf - 1 - got)) <= 0)
+            break;
+    syscall(SYS_close, fd);
+    buf[got] = 0;
+    const char *field = strstr(buf, "\nTracerPid:");
+    if (field == NULL)
+        return -1;
+    const char *p = field + sizeof "\nTracerPid:" - 1;
+    while (*p == ' ' || *p == '\t')
+        ++p;
+    if (*p < '0' || *p > '9')
+        return -1;
+    return *p == '0' ? 1 : 0;
+}
+
+unsigned char tdagent_controller_gone;
+
+void tdagent_check_controller(void)
+{
+    const int saved = errno;
+    if (untraced() == 1) {
+        __atomic_store_n(&__tdagent_streaming, 0, __ATOMIC_RELAXED);
+        for (size_t i = 0; i < sizeof __tdagent_threads_events.event_bits / sizeof *__tdagent_threads_events.event_bits;
+             ++i)
+            __atomic_store_n(&__tdagent_threads_events.event_bits[i], 0, __ATOMIC_RELAXED);
+        for (size_t i = 0; i < sizeof __tdagent_stop_signals; ++i)
+            __atomic_store_n(&__tdagent_stop_signals[i], 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&tdagent_controller_gone, 1, __ATOMIC_RELAXED);
+    }
+    errno = saved;
+}
+
+/* A thread's reporting path after tdagent_check_controller found no
+ * tracer: the thread turns its own flag off (only it writes it while no
+ * controller is there), so its wrappers take their fast path again. A
+ * tracer now (a new session): the flag is left as it is and the hint goes;
+ * one that came between the look and the write gets the flag back as it
+ * was. */
+void tdagent_forget_controller(struct tdagent_thread *self)
+{
+    const int saved = errno;
+    const unsigned char was = __atomic_load_n(&self->report_events, __ATOMIC_RELAXED);
+    if (untraced() == 1) {
+        __atomic_store_n(&self->report_events, 0, __ATOMIC_RELAXED);
+        if (untraced() != 1)
+            __atomic_store_n(&self->report_events, was, __ATOMIC_RELAXED);
+    } else {
+        __atomic_store_n(&tdagent_controller_gone, 0, __ATOMIC_RELAXED);
+    }
+    errno = saved;
 }
 
 /* The controller streams `event` and `reporter` is a known thread. */
@@ -199,5 +265,9 @@ void tdagent_report(struct tdagent_thread *reporter, struct tdagent_thread *subj
     if (sig > 0 && sig <= 64)
         stop_with_signal(function, subject, (int)sig);
     function(subject);
+    /* A controller consumes the message at the stop. Still there: it may
+     * be gone (killed), and then the signal was ignored. */
+    if (sig > 0 && sig <= 64 && __atomic_load_n(&subject->eventbuf.eventnum, __ATOMIC_ACQUIRE) == event)
+        tdagent_check_controller();
     tdagent_signals_restore(&old);
 }

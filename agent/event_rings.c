@@ -205,7 +205,10 @@ void tdagent_ring_release(struct tdagent_ring *r)
 
 /* The controller's heartbeat is older than HEARTBEAT_STALE_NS at `now`: it
  * is gone or stuck, so streaming goes off by itself (its events then take
- * the usual way). Read at every full ring and every HEARTBEAT_EVERY puts. */
+ * the usual way, a stop a stuck controller takes later); a controller that
+ * is gone (no tracer) takes every reporting with it
+ * (tdagent_check_controller). Read at every full ring and every
+ * HEARTBEAT_EVERY puts. */
 static void check_heartbeat(uint64_t now)
 {
     struct tdagent_ring_region *region =
@@ -213,8 +216,8 @@ static void check_heartbeat(uint64_t now)
     if (region == NULL)
         return;
     uint64_t beat = __atomic_load_n(&region->heartbeat_ns, __ATOMIC_ACQUIRE);
-    if (now > beat && now - beat > HEARTBEAT_STALE_NS)
-        __atomic_store_n(&__tdagent_streaming, 0, __ATOMIC_RELAXED);
+    if (now > beat && now - beat > HEARTBEAT_STALE_NS && __atomic_exchange_n(&__tdagent_streaming, 0, __ATOMIC_RELAXED))
+        tdagent_check_controller();
 }
 
 /* The ring just became half full: the controller, asleep until its next

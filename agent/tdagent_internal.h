@@ -71,8 +71,13 @@ static inline int tdagent_reporting(const struct tdagent_thread *self)
  * unknown thread's is tdagent_unregistered, whose flag only a controller
  * turns on, asking for unknown threads to be adopted (streaming alone does
  * not adopt them: they stream nothing). */
+extern unsigned char tdagent_controller_gone TDAGENT_HIDDEN;
+void tdagent_forget_controller(struct tdagent_thread *self) TDAGENT_HIDDEN;
+
 static inline struct tdagent_thread *tdagent_known_self(struct tdagent_thread *self)
 {
+    if (TDAGENT_UNLIKELY(__atomic_load_n(&tdagent_controller_gone, __ATOMIC_RELAXED)))
+        tdagent_forget_controller(self);
     if (TDAGENT_UNLIKELY(self == &tdagent_unregistered) && self->report_events)
         return tdagent_adopt();
     return self;
@@ -108,6 +113,18 @@ int tdagent_event_wanted(const struct tdagent_thread *reporter, td_event_e event
  * other than the synchronous ones are blocked while it runs. */
 void tdagent_report(struct tdagent_thread *reporter, struct tdagent_thread *subject, td_event_e event,
                     void *data) TDAGENT_HIDDEN;
+
+/* The controller that armed reporting is gone when this thread has no
+ * tracer (/proc/thread-self/status's TracerPid is 0): then reporting goes
+ * off by itself (the streaming flag, the global event mask and the stop
+ * flags back to 0, and tdagent_controller_gone set, so that each thread
+ * turns its own report_events off at its next wrapper: see
+ * tdagent_forget_controller), and a program whose controller was killed
+ * runs at full speed. A tracer, or a status that cannot be read: nothing
+ * changes. Called when a report found its controller absent (a stale
+ * heartbeat, a message no stop consumed); a few system calls, errno kept.
+ * Async-signal-safe. */
+void tdagent_check_controller(void) TDAGENT_HIDDEN;
 
 /* The reporting functions by td_event_e (NULL for events with none), from
  * event_functions_x86_64.S. */

@@ -163,7 +163,7 @@ std::byte* ring_region::ring_at(std::uint32_t i) const
     return bytes_.data() + ring_offset_ + static_cast<std::size_t>(i) * ring_stride_;
 }
 
-void ring_region::drain(std::uint32_t i, std::vector<ring_event>& out)
+void ring_region::drain(std::uint32_t i, std::vector<ring_event>& out, std::uint64_t cut_ns)
 {
     std::byte* ring = ring_at(i);
     const std::uint64_t head = load_word(ring, l_.head, std::memory_order_acquire);
@@ -174,11 +174,15 @@ void ring_region::drain(std::uint32_t i, std::vector<ring_event>& out)
     // take what the slots hold now, at most one ring's worth.
     const std::uint64_t first = head - tail > ring_entries_ ? head - ring_entries_ : tail;
     out.reserve(out.size() + (head - first));
-    for (std::uint64_t k = first; k != head; ++k) {
+    std::uint64_t k = first;
+    for (; k != head; ++k) {
         const std::byte* e = ring + l_.entries.offset + (k & (ring_entries_ - 1)) * entry_size_;
         ring_event ev;
-        ev.event = static_cast<td_event_e>(plain_word(e, l_.event));
         ev.time_ns = plain_word(e, l_.time_ns);
+        // One producer stamps its entries in order: the rest are later too.
+        if (ev.time_ns >= cut_ns)
+            break;
+        ev.event = static_cast<td_event_e>(plain_word(e, l_.event));
         ev.subject = target_addr{plain_word(e, l_.subject)};
         ev.data = plain_word(e, l_.data);
         ev.subject_tid = static_cast<pid_t>(plain_word(e, l_.subject_tid));
@@ -190,13 +194,15 @@ void ring_region::drain(std::uint32_t i, std::vector<ring_event>& out)
         ev.ring = i;
         out.push_back(ev);
     }
+    if (k == tail)
+        return;
     if (l_.tail.size == 8)
-        store<std::uint64_t>(ring, l_.tail, head, std::memory_order_release);
+        store<std::uint64_t>(ring, l_.tail, k, std::memory_order_release);
     else
-        store<std::uint32_t>(ring, l_.tail, static_cast<std::uint32_t>(head), std::memory_order_release);
+        store<std::uint32_t>(ring, l_.tail, static_cast<std::uint32_t>(k), std::memory_order_release);
 }
 
-std::vector<ring_event> ring_region::drain_all()
+std::vector<ring_event> ring_region::drain_all(std::uint64_t cut_ns)
 {
     std::vector<ring_event> out;
     fullest_ = 0;
@@ -208,7 +214,7 @@ std::vector<ring_event> ring_region::drain_all()
             continue;
         }
         const std::size_t before = out.size();
-        drain(i, out);
+        drain(i, out, cut_ns);
         fullest_ = std::max(fullest_, static_cast<std::uint32_t>(out.size() - before));
         // The owner was loaded first: every drop of an ended thread is counted by now.
         const std::uint64_t drops = load_word(ring, l_.drops, std::memory_order_relaxed);

@@ -111,15 +111,24 @@ public:
     std::uint32_t ring_count() const { return ring_count_; }
     std::uint32_t ring_entries() const { return ring_entries_; }
 
-    /// Appends every entry ring `i` published since the last drain to
-    /// `out`, in its order, then frees their slots.
-    void drain(std::uint32_t i, std::vector<ring_event>& out);
-    /// Drains every ring; rings whose thread ended (owner: minus its TID)
-    /// and that are now empty are freed for another thread, after their
-    /// drops were taken. The events come sorted by time_ns (each ring's own
-    /// order kept for equal times); what each ring's drop counter grew by
-    /// is kept for take_losses().
-    std::vector<ring_event> drain_all();
+    /// No cut: drain() and drain_all() take every published entry.
+    static constexpr std::uint64_t no_cut = ~std::uint64_t{0};
+    /// Appends the entries ring `i` published since the last drain and
+    /// stamped before `cut_ns` (CLOCK_MONOTONIC, ns) to `out`, in its order,
+    /// then frees their slots; later ones stay for the next drain.
+    void drain(std::uint32_t i, std::vector<ring_event>& out, std::uint64_t cut_ns = no_cut);
+    /// Drains every ring up to `cut_ns` (see drain()); rings whose thread
+    /// ended (owner: minus its TID) and that are now empty are freed for
+    /// another thread, after their drops were taken. The events come sorted
+    /// by time_ns (each ring's own order kept for equal times); what each
+    /// ring's drop counter grew by is kept for take_losses().
+    ///
+    /// With `cut_ns` read from the clock before the pass, a drain is closed
+    /// under causality: an entry published before another entry was
+    /// stamped (a thread's TD_CREATE, written by its creator before the new
+    /// thread runs, and the new thread's own events) is taken by the same
+    /// drain or an earlier one, whatever the rings' order in the pass.
+    std::vector<ring_event> drain_all(std::uint64_t cut_ns = no_cut);
     /// The drops found by drain_all() since the last call, one entry per
     /// ring and drain that saw its counter grow.
     std::vector<ring_loss> take_losses() { return std::exchange(losses_, {}); }

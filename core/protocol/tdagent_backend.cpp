@@ -141,6 +141,8 @@ public:
 
     void on_exec() override { handles_by_lwp_.clear(); }
 
+    void on_streamed_subject(tid_t lwp, target_addr handle) override { handles_by_lwp_[lwp] = handle; }
+
 private:
     thread_agent& agent_;
     std::unordered_map<tid_t, target_addr> handles_by_lwp_;  // LWP -> record, from messages

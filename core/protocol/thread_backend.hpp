@@ -85,6 +85,11 @@ public:
 
     /// A clone stop: `creator` made `child` (nptl remembers it for TD_CREATE).
     virtual void on_clone(tid_t creator, tid_t child) { (void)creator; (void)child; }
+    /// A message from the agent's event rings named `handle` as the record
+    /// of LWP `lwp` (event_stream): what subject_of() learns at a stopped
+    /// report, for the reports that do stop later (a detached thread's
+    /// TD_REAP at its exit, an exec).
+    virtual void on_streamed_subject(tid_t lwp, target_addr handle) { (void)lwp; (void)handle; }
     /// The LWP is exiting or gone: whatever is remembered about it goes.
     virtual void on_lwp_gone(tid_t lwp) { (void)lwp; }
     /// The image was replaced: every LWP and record known so far is stale.

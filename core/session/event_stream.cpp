@@ -204,7 +204,8 @@ std::vector<events::event_message> event_stream::drain()
         return {};
     switch (map_region()) {
     case mapped::yes: {
-        auto out = drain_rings();
+        // The cut is read before any ring: see ring_region::drain_all().
+        auto out = drain_rings(monotonic_now_ns());
         adapt_interval(static_cast<double>(region_->fullest_in_last_drain()) / region_->ring_entries());
         return out;
     }
@@ -234,16 +235,19 @@ int event_stream::next_drain_interval_ms(int interval_ms, double fullest)
     return interval_ms;
 }
 
-std::vector<events::event_message> event_stream::drain_rings()
+std::vector<events::event_message> event_stream::drain_rings(std::uint64_t cut_ns)
 {
     names_in_drain names;
     region_->beat(monotonic_now_ns());
-    const std::vector<ring_event> drained = region_->drain_all();
+    const std::vector<ring_event> drained = region_->drain_all(cut_ns);
     std::vector<events::event_message> out;
     out.reserve(drained.size());
+    thread_agent* agent = target_.agent();
     for (const ring_event& e : drained) {
         out.push_back(message_of(e, names));
         events::event_message& m = out.back();
+        if (agent != nullptr && m.tid.value != 0 && !m.handle.is_null())
+            agent->seam().on_streamed_subject(m.tid, m.handle);
         if (e.event == TD_DEATH && m.tid.value != 0) {
             deaths_.insert(m.tid.value);
             m.lifetime_ns = lifetime_of_(m.tid, e.time_ns);
@@ -265,10 +269,10 @@ std::vector<events::event_message> event_stream::stop()
         journal.restore(flag_address_);
         journal.restore(mask_address_);
     }
-    // What was written before the writes went back.
+    // What was written before the writes went back: all of it.
     if (!region_ && (!target_.is_alive() || map_region() != mapped::yes))
         return {};
-    return drain_rings();
+    return drain_rings(ring_region::no_cut);
 }
 
 void event_stream::forget_image()

@@ -72,7 +72,9 @@ public:
     /// The process exec'd: the agent's region and writes were the old
     /// image's (the journal forgets them); streaming is over.
     void forget_image();
-    /// The messages the rings hold now, oldest first (the target's clock);
+    /// The messages the rings hold now, stamped before this call, oldest
+    /// first (the target's clock): an event's causes come in this drain or
+    /// an earlier one (a thread's TD_DEATH after its creator's TD_CREATE);
     /// maps the agent's region once it appears (the first streamed event
     /// makes it); each TD_DEATH with its lifetime. Nothing while not active.
     std::vector<events::event_message> drain();
@@ -116,8 +118,9 @@ private:
     /// Sets the next drain_interval_ms() after a drain whose fullest ring
     /// was `fullest` full (0 to 1; 0 when no region is mapped yet).
     void adapt_interval(double fullest);
-    /// Everything the mapped region holds now, as messages.
-    std::vector<events::event_message> drain_rings();
+    /// What the mapped region holds now, stamped before `cut_ns`
+    /// (ring_region::drain_all), as messages.
+    std::vector<events::event_message> drain_rings(std::uint64_t cut_ns);
     /// The comm of each thread met in one drain, by LWP.
     using names_in_drain = std::unordered_map<pid_t, std::string>;
     events::event_message message_of(const ring_event& e, names_in_drain& names);
