@@ -163,24 +163,32 @@ void run_lock_reports(command_context& c, events::lock_contention& counts, std::
 command_status cmd_locks(command_context& c, const words& w, const std::string& where)
 {
     static constexpr run_option_grammar grammar{
-        option_for | option_interval | option_top | option_bt | option_stream, run_option_grammar::operand_kind::none,
-        " (e.g. 5, 2.5s, 500ms)", "usage: locks [--for SECONDS] [--interval SECONDS] [--top N] [--bt=DEPTH] [--stream]"};
+        option_for | option_interval | option_top | option_bt | option_stream | option_stop,
+        run_option_grammar::operand_kind::none, " (e.g. 5, 2.5s, 500ms)",
+        "usage: locks [--for SECONDS] [--interval SECONDS] [--top N] [--bt=DEPTH] [--stream | --stop]"};
     auto options = c.check.parse_options(w, 1, grammar, where);
     if (!options || !c.check.require_agent(where))
         return command_status::failed;
     auto list = lock_watch_events(c, where);
-    if (!list || (options->stream &&
-                  !c.check.can_stream(*options, "locks",
-                                      "--bt needs each waiter to stop (a streamed wait has its call site only)", where)))
+    auto delivery = list ? c.check.choose_delivery(*options, "locks",
+                                                   "--bt needs each waiter to stop (a streamed wait has its call site only)",
+                                                   where)
+                         : std::nullopt;
+    if (!delivery)
         return command_status::failed;
     if (auto r = c.session().arm(*list); !r)
         return c.check.td_error(r.error(), fmt::format("{}: locks", where));
-    if (options->stream && !c.session().stream().start(*list))
-        return c.check.usage_error(where, "locks --stream: the agent's event rings could not be switched on");
+    if (delivery->stream && !c.session().stream().start(*list)) {
+        if (delivery->asked)
+            return c.check.usage_error(where, "locks --stream: the agent's event rings could not be switched on");
+        *delivery = {false, false, " (the agent's event rings could not be switched on)"};
+    }
+    c.out.note(delivery->stream ? "locks: lock events through the agent's event rings, no stop per event"
+                                : fmt::format("locks: each lock event stops its thread{}", delivery->stop_reason));
     const auto top = static_cast<std::size_t>(options->top.value_or(locks_default_top));
     // Streamed, a wait's stack is its call site (a report a full ring
     // stops is cut to the same, so both count at one site).
-    const auto depth = options->stream ? 1 : options->bt.value_or(locks_default_depth);
+    const auto depth = delivery->stream ? 1 : options->bt.value_or(locks_default_depth);
     events::lock_contention counts(static_cast<std::size_t>(depth));
     {
         lock_probe_scope probes(c.session(), static_cast<int>(depth));

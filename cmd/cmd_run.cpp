@@ -109,25 +109,26 @@ std::optional<std::vector<td_event_e>> watch_events(command_context& c, const st
     return parsed;
 }
 
-// `watch --stream [--drop]` can be done; false after the error that says
-// why not.
-bool can_stream(command_context& c, const run_options& options, const std::string& where)
-{
-    if (options.drop && !options.stream) {
-        c.check.usage_error(where, "watch --drop: drops are counted only in the rings of --stream");
-        return false;
-    }
-    return !options.stream || c.check.can_stream(options, "watch", "--bt needs each event to stop its thread", where);
-}
-
-// `watch --stream [--drop]`: the armed `events` from the rings from now on,
-// said in a note; false after the error.
-bool start_streaming(command_context& c, const std::vector<td_event_e>& events, bool drop, const std::string& where)
+// Streams the armed `events` from the agent's rings from now on (`drop`:
+// an event a full ring cannot take is counted, not stopped), said in the
+// watch's header. When the rings cannot be switched on: an error if
+// `delivery` was asked for, else each report stops its thread, said so.
+// False after the error.
+bool start_delivery(command_context& c, const std::vector<td_event_e>& events, event_delivery& delivery, bool drop,
+                    const std::string& where)
 {
     using full_ring = core::event_stream::full_ring;
-    if (!c.session().stream().start(events, drop ? full_ring::drop : full_ring::report)) {
-        c.check.usage_error(where, "watch --stream: the agent's event rings could not be switched on");
-        return false;
+    if (delivery.stream && !c.session().stream().start(events, drop ? full_ring::drop : full_ring::report)) {
+        if (delivery.asked) {
+            c.check.usage_error(where, "watch --stream: the agent's event rings could not be switched on");
+            return false;
+        }
+        delivery = {false, false, " (the agent's event rings could not be switched on)"};
+    }
+    if (!delivery.stream) {
+        c.out.note(fmt::format("watch: {}: each report stops its thread{}", join_events(events),
+                               delivery.stop_reason));
+        return true;
     }
     c.out.note(fmt::format("watch: {} through the agent's event rings, no stop per event ({})", join_events(events),
                            drop ? "an event a full ring cannot take is counted as lost"
@@ -182,18 +183,20 @@ command_status cmd_stop(command_context& c, const words& w, const std::string& w
 command_status cmd_watch(command_context& c, const words& w, const std::string& where)
 {
     static constexpr run_option_grammar grammar{
-        option_for | option_count | option_bt | option_stream | option_drop, run_option_grammar::operand_kind::plain,
-        " (e.g. 5, 2.5s, 500ms)",
-        "usage: watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]] [--stream [--drop]]"};
+        option_for | option_count | option_bt | option_stream | option_drop | option_stop,
+        run_option_grammar::operand_kind::plain, " (e.g. 5, 2.5s, 500ms)",
+        "usage: watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]] [--stream [--drop] | --stop]"};
     auto options = c.check.parse_options(w, 1, grammar, where);
     if (!options || !c.check.require_agent(where))
         return command_status::failed;
     auto list = watch_events(c, options->operand, where);
-    if (!list || !can_stream(c, *options, where))
+    auto delivery = list ? c.check.choose_delivery(*options, "watch", "--bt needs each event to stop its thread", where)
+                         : std::nullopt;
+    if (!delivery)
         return command_status::failed;
     if (auto r = c.session().arm(*list); !r)
         return c.check.td_error(r.error(), fmt::format("{}: watch", where));
-    if (options->stream && !start_streaming(c, *list, options->drop, where))
+    if (!start_delivery(c, *list, *delivery, options->drop, where))
         return command_status::failed;
     core::usage_window_scope usage(c.session().accounting(), core::counter_depth::times, time_split_named_rows);
     event_stacks_scope stacks(c.session(), static_cast<int>(options->bt.value_or(0)));

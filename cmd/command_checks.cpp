@@ -45,15 +45,31 @@ bool command_checks::require_agent(const std::string& where)
     return false;
 }
 
-bool command_checks::can_stream(const run_options& options, std::string_view command, std::string_view bt_reason,
-                                const std::string& where)
+std::optional<event_delivery> command_checks::choose_delivery(const run_options& options, std::string_view command,
+                                                              std::string_view bt_reason, const std::string& where)
 {
-    const std::string why =
-        options.bt ? std::string(bt_reason) : target_.session().stream().unavailable_reason();
-    if (why.empty())
-        return true;
-    usage_error(where, fmt::format("{} --stream: {}", command, why));
-    return false;
+    const bool asked = options.stream || options.drop;
+    if (options.stop && asked) {
+        usage_error(where, fmt::format("{} --stop: each report stops its thread, so there is no ring to {}", command,
+                                       options.drop ? "drop from" : "stream to"));
+        return std::nullopt;
+    }
+    if (options.stop)
+        return event_delivery{false, false, " (--stop)"};
+    const std::string rings = target_.session().stream().unavailable_reason();
+    if (asked) {
+        const std::string why = options.bt ? std::string(bt_reason) : rings;
+        if (!why.empty()) {
+            usage_error(where, fmt::format("{} {}: {}", command, options.stream ? "--stream" : "--drop", why));
+            return std::nullopt;
+        }
+        return event_delivery{true, true, {}};
+    }
+    if (options.bt)
+        return event_delivery{false, false, fmt::format(" ({})", bt_reason)};
+    if (!rings.empty())
+        return event_delivery{false, false, "; streaming them needs the agent's event rings: " + rings};
+    return event_delivery{true, false, {}};
 }
 
 bool command_checks::bare_command_ready(const words& w, const std::string& where, const char* name)

@@ -28,6 +28,20 @@ enum class command_status {
 /// The words of one command line, the command's name first.
 using words = std::vector<std::string>;
 
+/// How a command's events reach tdctl (command_checks::choose_delivery).
+struct event_delivery {
+    /// Through the agent's event rings, drained while the target runs: no
+    /// thread stops for an event.
+    bool stream = false;
+    /// --stream or --drop was given: streaming that cannot start is an
+    /// error, not a fall back to stops.
+    bool asked = false;
+    /// Why each report stops its thread, as the end of the command's
+    /// header (" (--stop)", "; streaming them needs ..."); empty when
+    /// streaming.
+    std::string stop_reason;
+};
+
 class command_checks {
 public:
     /// Both borrowed; they must outlive the checks.
@@ -42,12 +56,16 @@ public:
     bool require_target(const std::string& where);
     /// A target whose thread library tdctl can drive; false after the error.
     bool require_agent(const std::string& where);
-    /// `COMMAND --stream` can be done: the agent in the target has event
-    /// rings, and --bt (which needs each reporter stopped; `bt_reason` says
-    /// so in the command's terms) was not given. False after the usage
-    /// error "COMMAND --stream: <why>".
-    bool can_stream(const run_options& options, std::string_view command, std::string_view bt_reason,
-                    const std::string& where);
+    /// How the events of COMMAND (`watch`, `locks`) reach tdctl, from
+    /// `options`: --stop, or --bt (which needs each reporter stopped;
+    /// `bt_reason` says so in the command's terms), stops each reporter;
+    /// --stream or --drop streams; by default the events stream when the
+    /// agent in the target has event rings (event_stream::unavailable_reason),
+    /// else each report stops its thread. nullopt after the usage error:
+    /// --stop with --stream or --drop, --stream or --drop with --bt or where
+    /// the target has no rings ("COMMAND --stream: <why>").
+    std::optional<event_delivery> choose_delivery(const run_options& options, std::string_view command,
+                                                  std::string_view bt_reason, const std::string& where);
     /// A command of one word (`continue`, `detach`...) with a target to act
     /// on; false after the usage or no-target error.
     bool bare_command_ready(const words& w, const std::string& where, const char* name);

@@ -167,6 +167,8 @@ std::expected<run_options, std::string> parse_run_options(const std::vector<std:
             got.stream = true;
         } else if (words[i] == "--drop" && (grammar.options & option_drop) != 0) {
             got.drop = true;
+        } else if (words[i] == "--stop" && (grammar.options & option_stop) != 0) {
+            got.stop = true;
         } else if (read_bt_option(words[i], grammar, got, bad_bt)) {
             if (bad_bt)
                 return std::unexpected(*bad_bt);

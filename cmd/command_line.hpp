@@ -37,6 +37,7 @@ enum run_option : unsigned {
     option_top = 64,       ///< --top N (N >= 1)
     option_stream = 128,   ///< --stream (no value)
     option_drop = 256,     ///< --drop (no value)
+    option_stop = 512,     ///< --stop (no value)
 };
 
 /// Frames per event of a bare `--bt` (as many as `bt` shows).
@@ -66,6 +67,7 @@ struct run_options {
     std::optional<long long> top;       ///< --top, >= 1
     bool stream = false;                ///< --stream
     bool drop = false;                  ///< --drop
+    bool stop = false;                  ///< --stop
     std::string operand;                ///< empty when none was given
 };
 

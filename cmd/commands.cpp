@@ -40,7 +40,7 @@ std::span<const command_entry> command_table()
          "  (and removes these breakpoints). Threads must have the events in a mask and\n"
          "  reporting enabled (`event set`, `event enable on all`)."},
         {"watch", {}, cmd_watch, stop_use::shares,
-         "watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]] [--stream [--drop]]\n"
+         "watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]] [--stream [--drop] | --stop]\n"
          "  Arm the events (default: every event the thread library reports), enable\n"
          "  reporting on every thread and each new one, and print each message as it is\n"
          "  drained. Ends after N messages, after the duration, on Ctrl-C, or when the\n"
@@ -49,10 +49,11 @@ std::span<const command_entry> command_table()
          "  watch's messages are summarised (as `summary` does for the session).\n"
          "  --bt: each event also carries the reporting thread's call stack (the creator's\n"
          "  for TD_CREATE, the dying thread's for TD_DEATH), at most DEPTH frames (64).\n"
-         "  --stream (with the agent): threads write events to rings tdctl drains while\n"
-         "  they run; no thread stops for an event (no --bt). An\n"
-         "  event a full ring cannot take stops its thread as without --stream; with\n"
-         "  --drop it is counted instead, and a `lost` line per thread gives the counts."},
+         "  With the agent, threads write events to rings tdctl drains while they run: no\n"
+         "  thread stops for an event (the default; --stream insists). An event a full ring\n"
+         "  cannot take stops its thread; with --drop it is counted instead, and a `lost`\n"
+         "  line per thread gives the counts. --stop, --bt, or no agent (nptl's\n"
+         "  breakpoints): each report stops its thread. The first line says which."},
         {"summary", {}, cmd_summary, stop_use::releases,
          "summary [--top N]\n"
          "  The event messages printed so far in the session: counts per event type,\n"
@@ -61,7 +62,7 @@ std::span<const command_entry> command_table()
          "  thread lifetimes (count, min, median, p95, max) per start routine, and the\n"
          "  threads alive now."},
         {"locks", {}, cmd_locks, stop_use::releases,
-         "locks [--for SECONDS] [--interval SECONDS] [--top N] [--bt=DEPTH] [--stream]\n"
+         "locks [--for SECONDS] [--interval SECONDS] [--top N] [--bt=DEPTH] [--stream | --stop]\n"
          "  User-space lock contention, from the agent's lock events (TD_LOCK_TRY, TD_SLEEP,\n"
          "  TD_READY): per lock its address (and symbol for a static or global object), kind\n"
          "  (mutex, rwlock, spin), contentions (a blocking lock call that found it taken:\n"
@@ -72,10 +73,10 @@ std::span<const command_entry> command_table()
          "  call sites as stacks of at most DEPTH frames (16), from the program's call into\n"
          "  pthread (the agent's frames dropped). Most total wait first, the first N locks\n"
          "  (10). One report at the end (the duration, Ctrl-C or the target's exit), or one\n"
-         "  per interval. Each lock event stops its thread for a moment: waits include that\n"
-         "  cost. --stream: no thread stops; the agent writes each event with the lock's\n"
-         "  kind, owner and call site to its thread's ring, and a call site is one frame.\n"
-         "  Needs the agent."},
+         "  per interval. Needs the agent. By default no thread stops: the agent writes each\n"
+         "  event with the lock's kind, owner and call site to its thread's ring, and a\n"
+         "  call site is one frame. --bt=DEPTH or --stop: each lock event stops its thread\n"
+         "  for a moment (waits include that cost), and stacks are deeper."},
         {"stats", {}, cmd_stats, stop_use::releases,
          "stats enable|disable|reset|show\n"
          "stats watch [--interval SECONDS] [--count N]\n"
@@ -173,10 +174,10 @@ std::string help_text(const std::string& command)
                "  event addr|set|clear|enable|getmsg ...\n"
                "                                   the td_* event calls by hand (help event)\n"
                "  stop EVENTS [--for S]            run until a thread reports one of EVENTS, then hold\n"
-               "  watch [EVENTS] [--count N] [--for S] [--bt[=DEPTH]] [--stream [--drop]]\n"
+               "  watch [EVENTS] [--count N] [--for S] [--bt[=DEPTH]] [--stream [--drop] | --stop]\n"
                "                                   print every event as it happens\n"
                "  summary [--top N]                counts of the events seen, per call site and start routine\n"
-               "  locks [--for S] [--interval S] [--top N] [--bt=DEPTH] [--stream]\n"
+               "  locks [--for S] [--interval S] [--top N] [--bt=DEPTH] [--stream | --stop]\n"
                "                                   lock contention per lock: waits, trylock failures,\n"
                "                                   holders, call sites\n"
                "  stats enable|disable|reset|show|watch\n"

@@ -49,13 +49,13 @@ word_list options_of(const word_list& words)
     const std::string& c = words.front();
     const std::string sub = words.size() > 1 ? words[1] : "";
     if (c == "watch")
-        return {"--count", "--for", "--bt", "--stream", "--drop"};
+        return {"--count", "--for", "--bt", "--stream", "--drop", "--stop"};
     if (c == "stop")
         return {"--for"};
     if (c == "top")
         return {"--interval", "--count", "--sort", "--limit"};
     if (c == "locks")
-        return {"--for", "--interval", "--top", "--bt", "--stream"};
+        return {"--for", "--interval", "--top", "--bt", "--stream", "--stop"};
     if ((c == "stats" && sub == "watch") || (c == "rusage" && sub == "collect"))
         return {"--interval", "--count"};
     return {};

@@ -36,7 +36,7 @@ struct fixture_run {
 /// (or `watch_command`) and compares. REQUIREs a clean run: tdctl and the
 /// target exit 0, the watch ends with the target, the fixture reached "done".
 fixture_run watch_fixture(const std::string& name, const std::vector<std::string>& args = {},
-                          const std::string& watch_command = "watch all")
+                          const std::string& watch_command = "watch all --stop")
 {
     test::require_ptrace();
     test::temp_file record("tdctl-agent-e2e-" + name);
@@ -383,7 +383,7 @@ TEST_CASE("nothing lost: a thread storm under the agent, every thread created, e
 
 // `watch --stream`: the same events, from the agent's rings.
 
-TEST_CASE("watch --stream: the lifecycle, lock and exit_group fixtures' events, every one, from the rings")
+TEST_CASE("watch with the agent streams by default: the lifecycle, lock and exit_group fixtures' events, every one, from the rings")
 {
     struct scenario {
         const char* fixture;
@@ -394,9 +394,10 @@ TEST_CASE("watch --stream: the lifecycle, lock and exit_group fixtures' events, 
                           scenario{"e2e_lock_contention", {}, 0}}) {
         CAPTURE(s.fixture);
         CAPTURE(s.args.size());
-        auto fr = watch_fixture(s.fixture, s.args, "watch all --stream");
+        auto fr = watch_fixture(s.fixture, s.args, "watch all");
         check_same_events(fr);
         check_tid_fields(fr);
+        CHECK(fr.run.result.err.find("through the agent's event rings, no stop per event") != std::string::npos);
         // Every message but the exit stops' came from a ring: no report stopped its thread.
         CHECK(count_origin(fr.run, "lwp-exit") == s.from_exit_stop);
         CHECK(count_origin(fr.run, "ring") == fr.run.events.size() - s.from_exit_stop);
@@ -525,14 +526,25 @@ TEST_CASE("watch --stream with tdctl held back: nothing lost and each thread in 
     }
 }
 
-TEST_CASE("watch --drop without --stream is refused")
+TEST_CASE("watch --stop: every report stops its thread, none from a ring, and the header says so")
+{
+    auto fr = watch_fixture("e2e_lifecycle", {}, "watch all --stop");
+    check_same_events(fr);
+    CHECK(count_origin(fr.run, "ring") == 0);
+    CHECK(fr.run.result.err.find("each report stops its thread (--stop)") != std::string::npos);
+}
+
+TEST_CASE("watch --stop with --stream or --drop is refused")
 {
     test::require_ptrace();
     test::temp_file record("tdctl-agent-e2e-drop-refused");
-    auto run = run_tdctl_agent({"watch lock_try --drop --for 1"},
-                               {fixture_path("e2e_trylock"), "--record", record.path()});
-    CHECK_FALSE(run.result.status.is_success());
-    CHECK(run.result.err.find("watch --drop: drops are counted only in the rings of --stream") != std::string::npos);
+    for (const char* command : {"watch lock_try --drop --stop --for 1", "watch lock_try --stop --stream --for 1"}) {
+        CAPTURE(command);
+        auto run = run_tdctl_agent({command}, {fixture_path("e2e_trylock"), "--record", record.path()});
+        CHECK_FALSE(run.result.status.is_success());
+        CHECK(run.result.err.find("watch --stop: each report stops its thread, so there is no ring to") !=
+              std::string::npos);
+    }
 }
 
 TEST_CASE("watch --stream is refused with its reason: with --bt, and without the agent")
@@ -548,6 +560,14 @@ TEST_CASE("watch --stream is refused with its reason: with --bt, and without the
                                       60s);
     CHECK_FALSE(no_agent.status.is_success());
     CHECK(no_agent.err.find("watch --stream: the target has no agent") != std::string::npos);
+    // Without the agent a plain watch stops at nptl's breakpoints, and says why.
+    auto nptl = test::run_command({test::tdctl_path(), "-e", "watch create --count 1", "--",
+                                   fixture_path("e2e_lifecycle"), "--record", record.path()},
+                                  60s);
+    CHECK(nptl.status.is_success());
+    CHECK((nptl.out + nptl.err)
+              .find("watch: create: each report stops its thread; streaming them needs the agent's event rings: "
+                    "the target has no agent") != std::string::npos);
 }
 
 // Regressions: each case below failed before its fix (a tdctl or agent bug)

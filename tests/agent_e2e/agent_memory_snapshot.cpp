@@ -93,9 +93,11 @@ std::vector<memory_span> snapshot(pid_t pid)
         if (s)
             out.push_back({s->name, s->address.value, test::read_proc_mem(pid, s->address.value, 16)});
     }
-    // The global mask, the unknown threads' record, and the per-event stop
-    // flags (a signal-stop site's byte).
-    for (const char* name : {"__tdagent_threads_events", "__tdagent_unknown_thread", "__tdagent_stop_signals"}) {
+    // The global mask, the unknown threads' record, the per-event stop
+    // flags (a signal-stop site's byte), and what a streaming watch writes:
+    // the streamed events' mask and the streaming flag.
+    for (const char* name : {"__tdagent_threads_events", "__tdagent_unknown_thread", "__tdagent_stop_signals",
+                             "__tdagent_stream_events", "__tdagent_streaming"}) {
         auto s = agent->lookup(name);
         REQUIRE_MESSAGE(s.has_value(), name);
         out.push_back({name, s->address.value, test::read_proc_mem(pid, s->address.value, std::max<std::size_t>(s->size, 8))});

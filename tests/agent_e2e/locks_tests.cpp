@@ -133,13 +133,13 @@ std::vector<std::string> site_functions(const nlohmann::json& r)
 
 // Stopped at each report, and --stream: from the agent's rings, no waiter
 // stopped, each call site one frame (contend_lock).
-TEST_CASE("locks (stops and --stream): per-lock contentions, holders, waits and call sites match the fixture's record")
+TEST_CASE("locks (--stop and the default stream): per-lock contentions, holders, waits and call sites match the fixture's record")
 {
     test::require_ptrace();
     for (const bool stream : {false, true}) {
         CAPTURE(stream);
         test::temp_file record("tdctl-locks-record");
-        auto run = run_tdctl_agent({stream ? "locks --for 60 --stream" : "locks --for 60"},
+        auto run = run_tdctl_agent({stream ? "locks --for 60" : "locks --for 60 --stop"},
                                    {fixture_path("e2e_locks"), "--record", record.path()}, 120s);
         INFO(describe_run(run));
         REQUIRE(run.result.status.is_success());
@@ -482,7 +482,7 @@ ts = [threading.Thread(target=work) for _ in range(4)]
 [t.start() for t in ts]
 [t.join() for t in ts]
 )";
-    for (const char* command : {"locks --for 30", "locks --for 30 --stream"}) {
+    for (const char* command : {"locks --for 30 --stop", "locks --for 30"}) {
         CAPTURE(command);
         test::temp_file record("tdctl-locks-python");
         auto run = run_tdctl_agent({command}, {python3, "-c", script, record.path()}, 120s);

@@ -217,6 +217,33 @@ TEST_CASE("parse_run_options: --bt and --bt=DEPTH, one word each")
     CHECK(parse_run_options({"watch", "--btx"}, 1, g).error() == "usage: watch");
 }
 
+TEST_CASE("parse_run_options: --stream, --drop and --stop are flags of the grammars that take them")
+{
+    const run_option_grammar g{option_count | option_stream | option_drop | option_stop,
+                               run_option_grammar::operand_kind::plain, "", "usage: watch"};
+    auto none = parse_run_options({"watch", "create"}, 1, g);
+    REQUIRE(none.has_value());
+    CHECK_FALSE(none->stream);
+    CHECK_FALSE(none->drop);
+    CHECK_FALSE(none->stop);
+    auto stop = parse_run_options({"watch", "--stop", "create"}, 1, g);
+    REQUIRE(stop.has_value());
+    CHECK(stop->stop);
+    CHECK(stop->operand == "create");
+    auto both = parse_run_options({"watch", "--stream", "--drop"}, 1, g);
+    REQUIRE(both.has_value());
+    CHECK(both->stream);
+    CHECK(both->drop);
+    CHECK_FALSE(both->stop);
+    // Not an option of a grammar without it (`stop` takes --for only).
+    const run_option_grammar stop_cmd{option_for, run_option_grammar::operand_kind::any, "", "usage: stop"};
+    auto as_operand = parse_run_options({"stop", "--stop"}, 1, stop_cmd);
+    REQUIRE(as_operand.has_value());
+    CHECK(as_operand->operand == "--stop");
+    const run_option_grammar locks{option_for, run_option_grammar::operand_kind::none, "", "usage: locks"};
+    CHECK(parse_run_options({"locks", "--stop"}, 1, locks).error() == "usage: locks");
+}
+
 TEST_CASE("locks' options: --top takes a count, --interval and --for durations, --bt=DEPTH")
 {
     const run_option_grammar g{option_for | option_interval | option_top | option_bt,
