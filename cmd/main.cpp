@@ -653,10 +653,15 @@ int run_session(const cli_options& opts, const std::vector<script_line>& scripts
 int main(int argc, char** argv)
 {
     seconds_since_start();
-    // A streaming drain builds and frees a batch of messages every 10 ms:
-    // freed heap is kept (up to 16 MiB) rather than given back with brk and
-    // taken again, each time with a TLB flush on every CPU.
-    mallopt(M_TRIM_THRESHOLD, 16 << 20);
+    // A streaming drain builds and frees a batch of messages every 2-50 ms:
+    // freed heap is kept (up to 64 MiB) rather than given back with brk and
+    // taken again, each time with a TLB flush on every CPU. Setting the trim
+    // threshold ends glibc's dynamic mmap threshold, so a batch past 128 KiB
+    // was a fresh mmap each time, every page of it faulted in (70 % of
+    // tdctl's CPU in a streaming `locks` at 800,000 events a second): blocks
+    // up to 32 MiB (glibc's most) come from the heap instead.
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
     // The signals that end tdctl wait, blocked, from the first instruction
     // to the first safe point that reads them (the guardian's, then the
     // tracer's signal fd): one that comes while tdctl starts ends it with a

@@ -1,9 +1,11 @@
 /*
- * trylock_storm [THREADS] [SECONDS]
+ * trylock_storm [THREADS] [SECONDS] [RATE]
  *
  * An event-heavy program with its own progress counter: main holds one
  * mutex for the whole run while THREADS threads (default 2) call
  * pthread_mutex_trylock on it in a loop for SECONDS seconds (default 3).
+ * RATE (default 0: as fast as they can) paces the threads to RATE calls a
+ * second in all: each makes its share in bursts, one every millisecond.
  * Every call fails with EBUSY, and under the agent with TD_LOCK_TRY armed
  * each failure is one event (no thread ever sleeps on the mutex: nothing
  * else happens per event). Each thread counts its own failures.
@@ -34,6 +36,7 @@ enum { max_threads = 64 };
 
 static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int stop;
+static double per_thread_rate; /* calls a second per thread; 0: unpaced */
 /* One counter per thread, each on its own cache line. */
 static struct {
     _Alignas(64) atomic_ulong failures;
@@ -54,12 +57,30 @@ static unsigned long total_failures(int threads)
     return n;
 }
 
+static void try_once(atomic_ulong *mine)
+{
+    if (pthread_mutex_trylock(&mutex) == EBUSY)
+        atomic_store_explicit(mine, atomic_load_explicit(mine, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
 static void *trier(void *arg)
 {
     atomic_ulong *mine = &counts[(intptr_t)arg].failures;
+    if (per_thread_rate <= 0) {
+        while (!atomic_load_explicit(&stop, memory_order_relaxed))
+            try_once(mine);
+        return NULL;
+    }
+    /* Paced: by the end of each millisecond, as many calls as the rate
+     * allows since the start. */
+    const uint64_t start = now_ns();
+    unsigned long done = 0;
     while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
-        if (pthread_mutex_trylock(&mutex) == EBUSY)
-            atomic_store_explicit(mine, atomic_load_explicit(mine, memory_order_relaxed) + 1, memory_order_relaxed);
+        const unsigned long due = (unsigned long)((double)(now_ns() - start) / 1e9 * per_thread_rate);
+        for (; done < due; ++done)
+            try_once(mine);
+        struct timespec ms = {0, 1000 * 1000};
+        nanosleep(&ms, NULL);
     }
     return NULL;
 }
@@ -68,10 +89,12 @@ int main(int argc, char **argv)
 {
     int threads = argc > 1 ? atoi(argv[1]) : 2;
     double seconds = argc > 2 ? atof(argv[2]) : 3.0;
-    if (threads < 1 || threads > max_threads || seconds <= 0) {
-        fprintf(stderr, "usage: trylock_storm [THREADS 1-%d] [SECONDS]\n", max_threads);
+    double rate = argc > 3 ? atof(argv[3]) : 0.0;
+    if (threads < 1 || threads > max_threads || seconds <= 0 || rate < 0) {
+        fprintf(stderr, "usage: trylock_storm [THREADS 1-%d] [SECONDS] [RATE]\n", max_threads);
         return 2;
     }
+    per_thread_rate = rate / threads;
     setvbuf(stdout, NULL, _IOLBF, 0);
     pthread_mutex_lock(&mutex);
     printf("ready %d\n", (int)getpid());
