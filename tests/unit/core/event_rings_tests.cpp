@@ -138,6 +138,30 @@ std::uint64_t monotonic_ns()
     return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
+/// Two rings of the agent's region, claimed for `first` and `second` over a
+/// region emptied first; released, and the region drained, at the end.
+struct ring_pair {
+    core::ring_region& region;
+    tdagent_ring* a;
+    tdagent_ring* b;
+    ring_pair(core::ring_region& r, pid_t first, pid_t second)
+        : region((r.drain_all(), r)),
+          a(tdagent_ring_claim(tdagent_ring_region(), first)),
+          b(tdagent_ring_claim(tdagent_ring_region(), second))
+    {
+        REQUIRE(a != nullptr);
+        REQUIRE(b != nullptr);
+    }
+    ~ring_pair()
+    {
+        tdagent_ring_release(a);
+        tdagent_ring_release(b);
+        region.drain_all();
+    }
+    ring_pair(const ring_pair&) = delete;
+    ring_pair& operator=(const ring_pair&) = delete;
+};
+
 }  // namespace
 
 TEST_CASE("event rings: four producers and a consumer draining meanwhile: every entry once, in each thread's order")
@@ -294,22 +318,15 @@ TEST_CASE("event rings: drain_all merges the rings by the target's clock")
 {
     second_mapping m;
     auto region = m.region();
-    region.drain_all();
-    tdagent_ring* a = tdagent_ring_claim(tdagent_ring_region(), 7001);
-    tdagent_ring* b = tdagent_ring_claim(tdagent_ring_region(), 7002);
-    REQUIRE(a != nullptr);
-    REQUIRE(b != nullptr);
+    ring_pair rings(region, 7001, 7002);
     for (std::uint64_t k = 0; k < 10; ++k) {
         const auto e = entry(k % 2 == 0 ? 7001 : 7002, k);
-        REQUIRE(tdagent_ring_put(k % 2 == 0 ? a : b, &e, 0) == 1);
+        REQUIRE(tdagent_ring_put(k % 2 == 0 ? rings.a : rings.b, &e, 0) == 1);
     }
     auto events = region.drain_all();
     REQUIRE(events.size() == 10);
     for (std::uint64_t k = 0; k < 10; ++k)
         CHECK(events[k].data == k);
-    tdagent_ring_release(a);
-    tdagent_ring_release(b);
-    region.drain_all();
 }
 
 // A thread's TD_DEATH (its own ring) was drained before its TD_CREATE
@@ -319,11 +336,9 @@ TEST_CASE("event rings: a drain cut at a time takes what was stamped before it a
 {
     second_mapping m;
     auto region = m.region();
-    region.drain_all();
-    tdagent_ring* a = tdagent_ring_claim(tdagent_ring_region(), 7011);
-    tdagent_ring* b = tdagent_ring_claim(tdagent_ring_region(), 7012);
-    REQUIRE(a != nullptr);
-    REQUIRE(b != nullptr);
+    ring_pair rings(region, 7011, 7012);
+    tdagent_ring* a = rings.a;
+    tdagent_ring* b = rings.b;
     auto put = [](tdagent_ring* r, pid_t tid, std::uint64_t data) {
         const auto e = entry(tid, data);
         REQUIRE(tdagent_ring_put(r, &e, 0) == 1);
@@ -348,9 +363,6 @@ TEST_CASE("event rings: a drain cut at a time takes what was stamped before it a
     REQUIRE(after.size() == 2);
     CHECK(after[0].data == 2);
     CHECK(after[1].data == 3);
-    tdagent_ring_release(a);
-    tdagent_ring_release(b);
-    region.drain_all();
 }
 
 TEST_CASE("event rings: a region whose header is not the agent's is not opened")
