@@ -171,7 +171,7 @@ command_status cmd_locks(command_context& c, const words& w, const std::string& 
         return command_status::failed;
     auto list = lock_watch_events(c, where);
     auto delivery = list ? c.check.choose_delivery(*options, "locks",
-                                                   "--bt needs each waiter to stop (a streamed wait has its call site only)",
+                                                   "--bt needs each waiter to stop: a streamed wait has its call site only",
                                                    where)
                          : std::nullopt;
     if (!delivery)

@@ -185,7 +185,7 @@ command_status cmd_watch(command_context& c, const words& w, const std::string& 
     static constexpr run_option_grammar grammar{
         option_for | option_count | option_bt | option_stream | option_drop | option_stop,
         run_option_grammar::operand_kind::plain, " (e.g. 5, 2.5s, 500ms)",
-        "usage: watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]] [--stream [--drop] | --stop]"};
+        "usage: watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]] [--stream | --stop] [--drop]"};
     auto options = c.check.parse_options(w, 1, grammar, where);
     if (!options || !c.check.require_agent(where))
         return command_status::failed;

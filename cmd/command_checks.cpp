@@ -50,8 +50,9 @@ std::optional<event_delivery> command_checks::choose_delivery(const run_options&
 {
     const bool asked = options.stream || options.drop;
     if (options.stop && asked) {
-        usage_error(where, fmt::format("{} --stop: each report stops its thread, so there is no ring to {}", command,
-                                       options.drop ? "drop from" : "stream to"));
+        usage_error(where, fmt::format("{}: --stop and {} exclude each other (--stop: each report stops its thread{})",
+                                       command, options.stream ? "--stream" : "--drop",
+                                       options.stream ? "" : "; drops are counted in the rings"));
         return std::nullopt;
     }
     if (options.stop)
@@ -68,7 +69,10 @@ std::optional<event_delivery> command_checks::choose_delivery(const run_options&
     if (options.bt)
         return event_delivery{false, false, fmt::format(" ({})", bt_reason)};
     if (!rings.empty())
-        return event_delivery{false, false, "; streaming them needs the agent's event rings: " + rings};
+        return event_delivery{false, false,
+                              target_.session().target().has_module("libtdagent.so")
+                                  ? " (" + rings + ")"
+                                  : std::string(" (with --agent they stream, no stop)")};
     return event_delivery{true, false, {}};
 }
 

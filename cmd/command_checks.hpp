@@ -37,7 +37,7 @@ struct event_delivery {
     /// error, not a fall back to stops.
     bool asked = false;
     /// Why each report stops its thread, as the end of the command's
-    /// header (" (--stop)", "; streaming them needs ..."); empty when
+    /// header (" (--stop)", " (with --agent they stream, no stop)"); empty when
     /// streaming.
     std::string stop_reason;
 };

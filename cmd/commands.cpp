@@ -40,7 +40,7 @@ std::span<const command_entry> command_table()
          "  (and removes these breakpoints). Threads must have the events in a mask and\n"
          "  reporting enabled (`event set`, `event enable on all`)."},
         {"watch", {}, cmd_watch, stop_use::shares,
-         "watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]] [--stream [--drop] | --stop]\n"
+         "watch [EVENTS] [--count N] [--for SECONDS] [--bt[=DEPTH]] [--stream | --stop] [--drop]\n"
          "  Arm the events (default: every event the thread library reports), enable\n"
          "  reporting on every thread and each new one, and print each message as it is\n"
          "  drained. Ends after N messages, after the duration, on Ctrl-C, or when the\n"
@@ -174,7 +174,7 @@ std::string help_text(const std::string& command)
                "  event addr|set|clear|enable|getmsg ...\n"
                "                                   the td_* event calls by hand (help event)\n"
                "  stop EVENTS [--for S]            run until a thread reports one of EVENTS, then hold\n"
-               "  watch [EVENTS] [--count N] [--for S] [--bt[=DEPTH]] [--stream [--drop] | --stop]\n"
+               "  watch [EVENTS] [--count N] [--for S] [--bt[=DEPTH]] [--stream | --stop] [--drop]\n"
                "                                   print every event as it happens\n"
                "  summary [--top N]                counts of the events seen, per call site and start routine\n"
                "  locks [--for S] [--interval S] [--top N] [--bt=DEPTH] [--stream | --stop]\n"

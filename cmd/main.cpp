@@ -35,6 +35,8 @@
 #include "base/log.hpp"
 #include "base/quoting.hpp"
 #include "cmd/batch.hpp"
+#include "cmd/command_line.hpp"
+#include "cmd/commands.hpp"
 #include "cmd/guardian.hpp"
 #include "cmd/output.hpp"
 #include "cmd/records.hpp"
@@ -302,6 +304,28 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_options& opts, 
     // program to launch, or (before any `--`) an unknown option.
     opts.program = app.remaining();
     return std::nullopt;
+}
+
+// `tdctl -e help [-e 'help CMD']...` with no target: the help texts on
+// stdout, exit 0 (a new user's first question needs no process). nullopt
+// when the command line asks for anything else (then a missing target is
+// the usual usage error).
+std::optional<int> help_without_target(const cli_options& opts)
+{
+    if (opts.pid_given || !opts.program.empty() || opts.evals.empty() || !opts.command_files.empty() || opts.json)
+        return std::nullopt;
+    std::string texts;
+    for (const auto& line : opts.evals) {
+        auto w = cmd::split_words(line);
+        if (!w || w->empty() || w->front() != "help" || w->size() > 2)
+            return std::nullopt;
+        std::string text = cmd::help_text(w->size() == 2 ? (*w)[1] : "");
+        if (text.empty())
+            return std::nullopt;
+        texts += text + "\n";
+    }
+    std::fputs(texts.c_str(), stdout);
+    return 0;
 }
 
 // Checks what the option parser cannot: the PID, the program, the
@@ -677,6 +701,8 @@ int main(int argc, char** argv)
         return *code;
     if (opts.debug)
         log::set_debug(true);
+    if (auto code = help_without_target(opts))
+        return *code;
     if (auto code = check_command_line(opts, early))
         return *code;
     std::string script_error;

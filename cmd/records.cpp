@@ -100,9 +100,13 @@ std::string session_start_record::text() const
     std::string lib = library.found ? fmt::format("thread library {} {} (events: {})", library.backend, library.version,
                                                   join_short_names(library.events, ""))
                                     : "no thread library: " + library.no_library_reason;
-    if (routed)
+    if (routed) {
         lib += fmt::format("; {} in {} routed to the agent", count_of(routed->slots, "GOT slot"),
                            count_of(routed->modules, "module"));
+        // Slots a session killed before its detach left routed.
+        if (routed->already != 0)
+            lib += fmt::format(" ({} routed already)", routed->already);
+    }
     return fmt::format("{} process {} ({}), {}; {}", launched ? "launched" : "attached to", pid,
                        events::printable_name(name), count_of(threads, "thread"), lib);
 }

@@ -23,6 +23,25 @@ TEST_SUITE("usage")
         CHECK(run.result.out.empty());
     }
 
+    // A new user's first question, `tdctl -e help`, was "nothing to do:
+    // give -p PID to attach, or -- PROG [ARGS] to launch" (exit 64).
+    TEST_CASE("-e help and -e 'help CMD' need no target; any other command still does")
+    {
+        auto all = run_tdctl({"-e", "help"}, 30s);
+        INFO(all.describe());
+        CHECK(all.result.status.exit_code() == 0);
+        CHECK(all.result.out.find("Commands:") != std::string::npos);
+        auto two = run_tdctl({"-e", "help watch", "-e", "help locks"}, 30s);
+        INFO(two.describe());
+        CHECK(two.result.status.exit_code() == 0);
+        CHECK(two.result.out.find("watch [EVENTS]") != std::string::npos);
+        CHECK(two.result.out.find("locks [--for") != std::string::npos);
+        auto mixed = run_tdctl({"-e", "help", "-e", "threads"}, 30s);
+        CHECK(mixed.result.status.exit_code() == 64);
+        auto unknown = run_tdctl({"-e", "help nosuch"}, 30s);
+        CHECK(unknown.result.status.exit_code() == 64);
+    }
+
     TEST_CASE("both -p and a program: exit 64, nothing launched or attached")
     {
         sleeper_target t;

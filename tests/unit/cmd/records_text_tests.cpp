@@ -57,6 +57,24 @@ TEST_CASE("agent routing notes: one slot is a slot")
     CHECK(contains(unloaded.text(), "its 1 routed slot dropped from the journal"));
 }
 
+// An attach after a session killed before its detach found every slot
+// routed already, and said "0 GOT slots in 0 modules routed to the agent".
+TEST_CASE("the start record says how many GOT slots were routed to the agent already")
+{
+    session_start_record rec;
+    rec.pid = 42;
+    rec.name = "prog";
+    rec.threads = 2;
+    rec.library.found = true;
+    rec.library.backend = "tdagent";
+    rec.library.version = "1";
+    rec.routed = session_start_record::routing_counts{0, 0, 13};
+    CHECK(contains(rec.text(), "0 GOT slots in 0 modules routed to the agent (13 routed already)"));
+    rec.routed = session_start_record::routing_counts{5, 2, 0};
+    CHECK(contains(rec.text(), "5 GOT slots in 2 modules routed to the agent"));
+    CHECK_FALSE(contains(rec.text(), "already"));
+}
+
 TEST_CASE("time split: a folded row of one thread is one thread")
 {
     time_split_record rest{"watch", 1, 0, {}, 1, false, false, 0.1, 0.0, 0.9, 1.0, 2.0};
