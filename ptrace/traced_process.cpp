@@ -169,9 +169,12 @@ std::unique_ptr<traced_process> traced_process::attach(pid_t pid, int cancel_fd)
     if (auto why = precheck_attach(pid))
         throw error(error_domain::target, 0, *why);
 
-    std::unique_ptr<traced_process> p(new traced_process(pid, false, std::make_unique<waiter>()));
-    p->cancel_fd_ = cancel_fd;
+    // The leader first: a process that ends before its seize (a storm at
+    // its exit) is refused before any traced_process owns it.
+    auto wait = std::make_unique<waiter>();
     seize_task(pid, tid_t{pid}, true);
+    std::unique_ptr<traced_process> p(new traced_process(pid, false, std::move(wait)));
+    p->cancel_fd_ = cancel_fd;
     p->tasks_.add(tid_t{pid});
     // Needed by the wait loop as soon as any task is ours (clone events read
     // the parent's memory), including when a later step of attach fails.
@@ -587,6 +590,16 @@ void traced_process::detach()
 {
     if (gone_ || detached_)
         return;
+    if (!stopper_) {
+        // An attach that failed before the memory was opened wrote
+        // nothing: let go of what it seized (a running task refuses, and
+        // the kernel lets it go when tdctl exits). Was a null stop-all:
+        // tdctl died of SIGSEGV, 1 attach in 120-400 to a storm at its exit.
+        for (auto& [tid, t] : tasks_)
+            (void)ptrace_call(PTRACE_DETACH, tid, nullptr, nullptr);
+        detached_ = true;
+        return;
+    }
     cancel_fd_ = -1;  // a detach is never given up
     peek_stops_ = true;
     try {
