@@ -106,8 +106,12 @@ attach_report attach_watch_locks(pid_t pid, bool with_locks)
     test::temp_file out("tdctl-runtime-attach-json");
     std::vector<std::string> argv{test::tdctl_path(), "--json", "-o", out.path(), "-p", std::to_string(pid),
                                   "--agent", "-e", "watch all --for 2"};
+    // Stops: a runtime's own pthread mutexes (a JVM's, node's) are seldom
+    // contended at full speed, so a streamed `locks` of 2 s found none now
+    // and then (java: 0 contentions, after a streamed watch that saw 5
+    // TD_LOCK_TRYs); the stop path's stops make the contention this counts.
     if (with_locks)
-        argv.insert(argv.end(), {"-e", "locks --for 2"});
+        argv.insert(argv.end(), {"-e", "locks --for 2 --stop"});
     auto result = test::run_command(argv, 120s);
     attach_report r;
     auto text = test::read_text_file(out.path());
