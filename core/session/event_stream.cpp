@@ -4,6 +4,7 @@
 #include <array>
 #include <cerrno>
 #include <ctime>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -82,9 +83,25 @@ void event_stream::clear_left_over()
 
 bool event_stream::start(const std::vector<td_event_e>& events, full_ring when_full)
 {
+    td_thr_events_t mask;
+    td_event_emptyset(&mask);
+    for (td_event_e e : events)
+        td_event_addset(&mask, e);
+    lost_.clear();
+    after_exec_.reset();
+    return begin(mask, when_full);
+}
+
+bool event_stream::restart_after_exec()
+{
+    auto pending = std::exchange(after_exec_, std::nullopt);
+    return pending && begin(pending->first, pending->second);
+}
+
+bool event_stream::begin(const td_thr_events_t& mask, full_ring when_full)
+{
     if (!unavailable_reason().empty())
         return false;
-    lost_.clear();
     interval_ms_ = min_drain_interval_ms;
     layout_ = read_ring_layout(target_);
     // A region a session before this one streamed to: its rings may hold
@@ -93,11 +110,8 @@ bool event_stream::start(const std::vector<td_event_e>& events, full_ring when_f
         region_->discard();
     mask_address_ = target_.lookup_symbol(agent_module, "__tdagent_stream_events")->address;
     flag_address_ = target_.lookup_symbol(agent_module, "__tdagent_streaming")->address;
-    td_thr_events_t mask;
-    td_event_emptyset(&mask);
-    for (td_event_e e : events)
-        td_event_addset(&mask, e);
     streamed_ = mask;
+    when_full_ = when_full;
     // The mask first: the flag is what makes the threads look at it. Their
     // natural values are 0 whatever is found: a session killed with its
     // guardian (nothing restored) leaves them set.
@@ -275,8 +289,16 @@ std::vector<events::event_message> event_stream::stop()
     return drain_rings(ring_region::no_cut);
 }
 
-void event_stream::forget_image()
+std::vector<events::event_message> event_stream::leave_image()
 {
+    // tdctl's own mapping of the old region outlives the image: what its
+    // threads wrote before the exec is read from it.
+    std::vector<events::event_message> held;
+    if (active_) {
+        after_exec_.emplace(streamed_, when_full_);
+        if (region_)
+            held = drain_rings(ring_region::no_cut);
+    }
     active_ = false;
     waker_.reset();
     deaths_.clear();
@@ -284,6 +306,7 @@ void event_stream::forget_image()
     if (!mapping_.empty())
         ::munmap(mapping_.data(), mapping_.size());
     mapping_ = {};
+    return held;
 }
 
 std::vector<event_stream::loss> event_stream::losses() const

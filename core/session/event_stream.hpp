@@ -69,9 +69,17 @@ public:
     /// session killed together with its guardian left them set, unless this
     /// session streams. Called at each arm.
     void clear_left_over();
-    /// The process exec'd: the agent's region and writes were the old
-    /// image's (the journal forgets them); streaming is over.
-    void forget_image();
+    /// The process exec'd: what the old image's rings still hold (all of
+    /// it, oldest first: written before the exec), then its region is
+    /// forgotten (the journal forgets its writes); streaming pauses until
+    /// restart_after_exec().
+    std::vector<events::event_message> leave_image();
+    /// After an exec (once the new image's symbols are read): streams again
+    /// what was streamed before it, as start() did, when the new image has
+    /// the agent (an LD_PRELOAD the exec kept carries it over). False when
+    /// nothing was streamed or the new image cannot stream; the watch's
+    /// reports then stop their threads. Drops counted before are kept.
+    bool restart_after_exec();
     /// The messages the rings hold now, stamped before this call, oldest
     /// first (the target's clock): an event's causes come in this drain or
     /// an earlier one (a thread's TD_DEATH after its creator's TD_CREATE);
@@ -109,6 +117,8 @@ private:
     /// not the agent's memfd any more.
     enum class mapped { yes, not_yet, never };
     mapped map_region();
+    /// start() without forgetting the drops counted so far.
+    bool begin(const td_thr_events_t& mask, full_ring when_full);
     /// Starts the ring_waker on the mapped region's wake word while a
     /// stream is active (once).
     void start_waker();
@@ -141,6 +151,9 @@ private:
     target_addr mask_address_;
     target_addr flag_address_;
     td_thr_events_t streamed_{};
+    full_ring when_full_ = full_ring::report;
+    // What leave_image() found streamed, for restart_after_exec().
+    std::optional<std::pair<td_thr_events_t, full_ring>> after_exec_;
     int interval_ms_ = min_drain_interval_ms;
     // Subjects (LWPs) of TD_DEATH messages drained and not asked about yet.
     std::unordered_set<pid_t> deaths_;

@@ -456,6 +456,8 @@ void session::on_thread_exited(tid_t lwp)
 
 void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& out)
 {
+    // What the old image's threads streamed came before the exec.
+    hand_out(stream_.leave_image(), out);
     // A thread other than the main one that execs ends as a thread: the new
     // image's main thread is a new one. It never reaches the TD_DEATH
     // reporting address, so while TD_DEATH is armed its death comes from here.
@@ -465,7 +467,6 @@ void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& 
     // The new image has none of our breakpoints and a new libc: re-resolve.
     target_.forget_lwps();
     auto armed_events = watch_.forget_image();
-    stream_.forget_image();
     routing_.forget();   // its sites went with the image
     births_.forget_all();
     changes_.new_epoch();
@@ -481,6 +482,7 @@ void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& 
     se.message.name = target_.thread_name(tid_t{target_.pid()});
     out.push_back(se);
     watch_.rearm(armed_events);
+    (void)stream_.restart_after_exec();  // an LD_PRELOADed agent came along
     target_.process().release_all();
 }
 

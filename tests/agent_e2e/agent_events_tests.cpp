@@ -404,6 +404,29 @@ TEST_CASE("watch with the agent streams by default: the lifecycle, lock and exit
     }
 }
 
+TEST_CASE("watch streams on after an exec: a shell wrapper that execs the program (as pyenv's shims do) keeps the rings")
+{
+    // The agent comes along through LD_PRELOAD; the old image's region goes
+    // with the exec, the new image makes its own. Before, the stream ended at
+    // the exec and every report of the program stopped its thread.
+    test::require_ptrace();
+    test::temp_file record("tdctl-agent-e2e-exec-stream");
+    const std::vector<std::string> argv{"/bin/sh", "-c", "exec \"$0\" \"$@\"", fixture_path("e2e_lifecycle"),
+                                        "--record", record.path()};
+    auto run = run_tdctl_agent({"watch all"}, argv);
+    INFO(describe_run(run));
+    REQUIRE(run.result.status.is_success());
+    REQUIRE(run.exit.has_value());
+    CHECK(run.exit->value("status", -1) == 0);
+    CHECK(run.of_type("exec").size() == 1);
+    auto fixture = read_fixture_record(record.path());
+    REQUIRE(fixture.done);
+    auto cmp = compare(fixture.events, as_facts(run.events));
+    CHECK_MESSAGE(cmp.same_multiset(), cmp.describe());
+    CHECK(!run.events.empty());
+    CHECK(count_origin(run, "ring") == run.events.size());
+}
+
 TEST_CASE("watch --stream: a streamed TD_CREATE names the start routine and the call site as a stopped one does")
 {
     // The start routine's symbol of each TD_CREATE, and the watch summary's
