@@ -202,31 +202,35 @@ static void note_context(struct tdagent_ring_put_args *entry, const struct tdage
 
 /* Writes a streamed event to the reporting thread's ring: 1 when written,
  * or counted as dropped in drop mode (no stop, no buffer); 0 to report the
- * usual way (no ring to be had, a full ring in lossless mode, or a signal
- * handler that interrupted this thread's own put: one producer per ring,
- * never re-entered). */
+ * usual way (a full ring in lossless mode, or no ring of its own and a full
+ * shared ring). A thread with no ring of its own (none free, its ring
+ * released at its end, or a signal handler that interrupted this thread's
+ * own put: one producer per ring, never re-entered) writes to the shared
+ * ring. */
 static int stream_report(struct tdagent_thread *reporter, struct tdagent_thread *subject, td_event_e event,
                          void *data)
 {
-    if (reporter->ring == TDAGENT_RING_RELEASED || reporter->ring_busy)
-        return 0;
+    struct tdagent_ring_put_args entry = {(uint64_t)(uintptr_t)subject, (uint64_t)(uintptr_t)data,
+                                          __atomic_load_n(&subject->tid, __ATOMIC_RELAXED),
+                                          reporter->tid, (uint32_t)event, 0, 0, 0, 0};
+    note_context(&entry, reporter, subject, event);
+    if (reporter->ring == TDAGENT_RING_RELEASED || reporter->ring_busy) {
+        struct tdagent_ring_region *region = tdagent_ring_region();
+        return region != NULL && tdagent_ring_put_shared(region, &entry);
+    }
     reporter->ring_busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    if (reporter->ring == NULL) {
-        struct tdagent_ring_region *region = tdagent_ring_region();
-        if (region != NULL)
-            reporter->ring = tdagent_ring_claim(region, reporter->tid);
-    }
+    struct tdagent_ring_region *region = tdagent_ring_region();
+    if (reporter->ring == NULL && region != NULL)
+        reporter->ring = tdagent_ring_claim(region, reporter->tid);
     int written = 0;
     if (reporter->ring != NULL) {
-        struct tdagent_ring_put_args entry = {(uint64_t)(uintptr_t)subject, (uint64_t)(uintptr_t)data,
-                                              __atomic_load_n(&subject->tid, __ATOMIC_RELAXED),
-                                              reporter->tid, (uint32_t)event, 0, 0, 0, 0};
-        note_context(&entry, reporter, subject, event);
         /* Drop mode: a full ring counts the event in its drop counter, and
          * that is the report (the controller prints the count). */
         const int drop = __atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED) == TDAGENT_STREAM_DROP;
         written = tdagent_ring_put(reporter->ring, &entry, drop) || drop;
+    } else if (region != NULL) {
+        written = tdagent_ring_put_shared(region, &entry);
     }
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     reporter->ring_busy = 0;

@@ -18,6 +18,10 @@
  * and never waited on: the put fails, and the caller falls back to a
  * stopping report, or, when the controller asked for drops
  * (__tdagent_streaming == 2), the ring's drop counter counts the event.
+ * A thread without a ring of its own (every ring taken, its ring released
+ * at its end, or its own put interrupted by a signal handler that reports)
+ * writes to the shared ring after the per-thread rings; only when that is
+ * full does it fall back to a stopping report.
  *
  * The region is made on first use, by whichever thread needs it first
  * (memfd_create, ftruncate, mmap: raw system calls, async-signal-safe); a
@@ -38,11 +42,12 @@
 #include "tdagent_internal.h"
 
 #define RING_MAGIC 0x47524454u /* "TDRG" */
-#define RING_VERSION 3u
+#define RING_VERSION 4u /* 4: the shared ring; 3 had none */
 #define RING_COUNT 256u
 #define RING_ENTRIES 1024u /* a power of two */
 #define HEARTBEAT_EVERY 256u /* puts between two looks at the heartbeat; a power of two */
 #define HEARTBEAT_STALE_NS 1000000000ull
+#define SHARED_ENTRIES 16384u /* the shared ring's slots; a power of two */
 
 struct tdagent_ring_entry {
     uint64_t time_ns;     /* CLOCK_MONOTONIC in the target when reported */
@@ -78,8 +83,26 @@ struct tdagent_ring_region {
     uint32_t entry_size;
     uint32_t wake;         /* futex word, shared (never FUTEX_PRIVATE_FLAG) */
     uint64_t heartbeat_ns; /* the controller's CLOCK_MONOTONIC at its last drain */
-    uint64_t no_ring;      /* events that found no free ring */
-    uint32_t pad_[8];
+    uint64_t no_ring;      /* events that found no free ring (nor room in the shared ring) */
+    uint32_t shared_offset;  /* bytes from the region to the shared ring */
+    uint32_t shared_entries; /* its slots */
+    uint32_t pad_[6];
+};
+
+/* The shared ring: where a thread with no ring of its own (more threads
+ * stream than there are rings, its ring gone at its end, or a signal handler
+ * that interrupted its own put) writes, many producers and one consumer. A
+ * producer takes slot `reserved` with a compare-and-swap while fewer than
+ * SHARED_ENTRIES slots are taken and not consumed, writes the entry, then
+ * stores the slot's position + 1 in `published` with release. The consumer
+ * takes the published slots in order; entries need not be in time order
+ * (a producer may be preempted between its slot and its clock reading). */
+struct tdagent_shared_ring {
+    uint64_t reserved; /* slots taken by producers */
+    uint64_t tail;     /* slots consumed (consumer; release) */
+    uint32_t pad_[12];
+    uint64_t published[SHARED_ENTRIES];
+    struct tdagent_ring_entry entries[SHARED_ENTRIES];
 };
 
 TDAGENT_EXPORT struct tdagent_rings_anchor __tdagent_rings;
@@ -101,6 +124,12 @@ RING_FIELD(region_entry_size, struct tdagent_ring_region, entry_size);
 RING_FIELD(region_wake, struct tdagent_ring_region, wake);
 RING_FIELD(region_heartbeat_ns, struct tdagent_ring_region, heartbeat_ns);
 RING_FIELD(region_no_ring, struct tdagent_ring_region, no_ring);
+RING_FIELD(region_shared_offset, struct tdagent_ring_region, shared_offset);
+RING_FIELD(region_shared_entries, struct tdagent_ring_region, shared_entries);
+RING_FIELD(shared_reserved, struct tdagent_shared_ring, reserved);
+RING_FIELD(shared_tail, struct tdagent_shared_ring, tail);
+RING_FIELD(shared_published, struct tdagent_shared_ring, published);
+RING_FIELD(shared_slots, struct tdagent_shared_ring, entries);
 RING_FIELD(head, struct tdagent_ring, head);
 RING_FIELD(tail, struct tdagent_ring, tail);
 RING_FIELD(drops, struct tdagent_ring, drops);
@@ -129,7 +158,12 @@ static uint64_t monotonic_ns(void)
 static size_t region_size(void)
 {
     return offsetof(struct tdagent_ring_region, pad_) + sizeof(((struct tdagent_ring_region *)0)->pad_) +
-           (size_t)RING_COUNT * sizeof(struct tdagent_ring);
+           (size_t)RING_COUNT * sizeof(struct tdagent_ring) + sizeof(struct tdagent_shared_ring);
+}
+
+static struct tdagent_shared_ring *shared_ring_of(struct tdagent_ring_region *region)
+{
+    return (struct tdagent_shared_ring *)((char *)region + region->shared_offset);
 }
 
 static struct tdagent_ring *ring_at(struct tdagent_ring_region *region, uint32_t i)
@@ -156,7 +190,9 @@ static struct tdagent_ring_region *make_region(void)
     region->version = RING_VERSION;
     region->ring_count = RING_COUNT;
     region->ring_entries = RING_ENTRIES;
-    region->ring_offset = (uint32_t)(size - (size_t)RING_COUNT * sizeof(struct tdagent_ring));
+    region->shared_offset = (uint32_t)(size - sizeof(struct tdagent_shared_ring));
+    region->shared_entries = SHARED_ENTRIES;
+    region->ring_offset = region->shared_offset - (uint32_t)((size_t)RING_COUNT * sizeof(struct tdagent_ring));
     region->ring_stride = sizeof(struct tdagent_ring);
     region->entry_size = sizeof(struct tdagent_ring_entry);
     region->heartbeat_ns = monotonic_ns(); /* the controller has a second to map it */
@@ -191,7 +227,6 @@ struct tdagent_ring *tdagent_ring_claim(struct tdagent_ring_region *region, pid_
             __atomic_compare_exchange_n(&r->owner, &free_owner, tid, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
             return r;
     }
-    __atomic_add_fetch(&region->no_ring, 1, __ATOMIC_RELAXED);
     return NULL;
 }
 
@@ -233,6 +268,44 @@ static void wake_controller(void)
     syscall(SYS_futex, &region->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
+static void fill_entry(struct tdagent_ring_entry *slot, const struct tdagent_ring_put_args *e, uint64_t now)
+{
+    slot->time_ns = now;
+    slot->subject = e->subject;
+    slot->data = e->data;
+    slot->subject_tid = e->subject_tid;
+    slot->reporter_tid = e->reporter_tid;
+    slot->event = e->event;
+    slot->lock_owner = e->lock_owner;
+    slot->call_site = e->call_site;
+    slot->start_routine = e->start_routine;
+    slot->lock_kind = e->lock_kind;
+}
+
+int tdagent_ring_put_shared(struct tdagent_ring_region *region, const struct tdagent_ring_put_args *e)
+{
+    struct tdagent_shared_ring *s = shared_ring_of(region);
+    uint64_t taken = __atomic_load_n(&s->reserved, __ATOMIC_RELAXED);
+    uint64_t tail;
+    do {
+        tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+        if (taken - tail >= SHARED_ENTRIES) {
+            __atomic_add_fetch(&region->no_ring, 1, __ATOMIC_RELAXED);
+            check_heartbeat(monotonic_ns());
+            return 0;
+        }
+    } while (!__atomic_compare_exchange_n(&s->reserved, &taken, taken + 1, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+    const uint32_t i = (uint32_t)(taken & (SHARED_ENTRIES - 1));
+    const uint64_t now = monotonic_ns();
+    if ((taken & (HEARTBEAT_EVERY - 1)) == 0)
+        check_heartbeat(now);
+    fill_entry(&s->entries[i], e, now);
+    __atomic_store_n(&s->published[i], taken + 1, __ATOMIC_RELEASE);
+    if (taken + 1 - tail == SHARED_ENTRIES / 2)
+        wake_controller();
+    return 1;
+}
+
 int tdagent_ring_put(struct tdagent_ring *r, const struct tdagent_ring_put_args *e, int count_drop)
 {
     const uint64_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
@@ -247,16 +320,7 @@ int tdagent_ring_put(struct tdagent_ring *r, const struct tdagent_ring_put_args 
     const uint64_t now = monotonic_ns();
     if ((head & (HEARTBEAT_EVERY - 1)) == 0)
         check_heartbeat(now);
-    slot->time_ns = now;
-    slot->subject = e->subject;
-    slot->data = e->data;
-    slot->subject_tid = e->subject_tid;
-    slot->reporter_tid = e->reporter_tid;
-    slot->event = e->event;
-    slot->lock_owner = e->lock_owner;
-    slot->call_site = e->call_site;
-    slot->start_routine = e->start_routine;
-    slot->lock_kind = e->lock_kind;
+    fill_entry(slot, e, now);
     __atomic_store_n(&r->head, head + 1, __ATOMIC_RELEASE);
     if (head + 1 - tail == RING_ENTRIES / 2)
         wake_controller();

@@ -256,6 +256,11 @@ void tdagent_ring_release(struct tdagent_ring *r) TDAGENT_HIDDEN;
  * owner calls it, never re-entered on one ring (see tdagent_report). */
 int tdagent_ring_put(struct tdagent_ring *r, const struct tdagent_ring_put_args *e, int count_drop) TDAGENT_HIDDEN;
 /* In a forked child: the inherited region is dropped, streaming is off. */
+/* Writes an entry to the region's shared ring (many producers): for a
+ * thread with no ring of its own, or one that must not touch it now. 1 when
+ * written; 0 when the shared ring is full (counted in the region's no_ring):
+ * the caller reports the usual way. Async-signal-safe, re-entrant. */
+int tdagent_ring_put_shared(struct tdagent_ring_region *region, const struct tdagent_ring_put_args *e) TDAGENT_HIDDEN;
 void tdagent_rings_after_fork_child(void) TDAGENT_HIDDEN;
 
 /* ---- semaphores used as locks (lock_semaphores.c) ---------------------

@@ -177,6 +177,16 @@ static void thread_exit_hook(void *arg)
     tdagent_report(rec, rec, TD_DEATH, rec);
     int n = tdagent_registry_remove_live(rec);
     tdagent_report(rec, rec, TD_CONCURRENCY, (void *)(intptr_t)n);
+    /* A thread detached by now is its own reaper, and stays detached (only
+     * a joinable state is changed by another thread): its TD_REAP is
+     * reported while its TID and ring are still its own, so that a stream
+     * takes it as it takes the rest. */
+    const int self_reap = __atomic_load_n(&rec->state, __ATOMIC_ACQUIRE) == TDAGENT_DETACHED &&
+                          __atomic_exchange_n(&rec->state, TDAGENT_REAPED, __ATOMIC_ACQ_REL) == TDAGENT_DETACHED;
+    if (self_reap) {
+        tdagent_registry_unmap(rec);
+        tdagent_report(rec, rec, TD_REAP, rec);
+    }
     if (rec->ring != NULL && rec->ring != TDAGENT_RING_RELEASED)
         tdagent_ring_release(rec->ring);
     rec->ring = TDAGENT_RING_RELEASED;
@@ -185,6 +195,10 @@ static void thread_exit_hook(void *arg)
      * reports nothing and is never adopted: the record may be reused from
      * here on. */
     tdagent_self = &tdagent_departed;
+    if (self_reap) {
+        tdagent_registry_release(rec);
+        return;
+    }
 
     int expected = TDAGENT_JOINABLE;
     if (__atomic_compare_exchange_n(&rec->state, &expected, TDAGENT_EXITED, 0, __ATOMIC_ACQ_REL,

@@ -14,9 +14,12 @@ namespace {
 
 constexpr std::string_view agent_module = "libtdagent.so";
 constexpr std::string_view ring_prefix = "_tdagent_db_ring_";
-// The header's magic ("TDRG") and the one version this reader knows.
+// The header's magic ("TDRG") and the versions this reader knows: 3, the
+// per-thread rings; 4, with the shared ring (a reader that knows only 3
+// does not open a region whose shared ring it would never drain).
 constexpr std::uint32_t ring_magic = 0x47524454;
-constexpr std::uint32_t ring_version = 3;
+constexpr std::uint32_t ring_version_rings = 3;
+constexpr std::uint32_t ring_version_shared = 4;
 // The anchor's fields (tdagent.h: int32 state, int32 fd, uint64 size).
 constexpr std::uint64_t anchor_fd_offset = 4;
 constexpr std::uint64_t anchor_size_offset = 8;
@@ -91,6 +94,17 @@ std::span<const ring_layout_field> ring_layout_fields()
     return fields;
 }
 
+std::span<const ring_layout_field> shared_ring_layout_fields()
+{
+    using l = ring_layout;
+    static constexpr ring_layout_field fields[] = {
+        {&l::shared_offset, "region_shared_offset"}, {&l::shared_entries, "region_shared_entries"},
+        {&l::shared_reserved, "shared_reserved"},   {&l::shared_tail, "shared_tail"},
+        {&l::shared_published, "shared_published"}, {&l::shared_slots, "shared_slots"},
+    };
+    return fields;
+}
+
 std::optional<ring_layout> read_ring_layout(target_access& target)
 {
     ring_layout l;
@@ -100,6 +114,20 @@ std::optional<ring_layout> read_ring_layout(target_access& target)
             return std::nullopt;
         l.*member = *f;
     }
+    // The shared ring is newer than the rest: an agent without it streams
+    // through its per-thread rings alone.
+    ring_layout shared = l;
+    bool whole = true;
+    for (const auto& [member, name] : shared_ring_layout_fields()) {
+        auto f = field_of(target, name);
+        whole = whole && f.has_value();
+        if (f)
+            shared.*member = *f;
+    }
+    if (whole && is_word(shared.shared_offset) && is_word(shared.shared_entries) &&
+        shared.shared_reserved.size == 8 && shared.shared_tail.size == 8 && shared.shared_reserved.offset % 8 == 0 &&
+        shared.shared_tail.offset % 8 == 0 && shared.shared_published.offset % 8 == 0)
+        l = shared;
     for (const ring_field* f : {&l.magic, &l.version, &l.ring_count, &l.ring_entries, &l.ring_offset, &l.ring_stride,
                                 &l.entry_size, &l.wake, &l.heartbeat_ns, &l.no_ring, &l.head, &l.tail, &l.drops,
                                 &l.owner, &l.time_ns, &l.subject, &l.data, &l.subject_tid, &l.reporter_tid, &l.event})
@@ -129,8 +157,10 @@ std::optional<ring_region> ring_region::open(std::span<std::byte> bytes, const r
         if (!inside(*f))
             return std::nullopt;
     std::byte* base = bytes.data();
+    const std::uint64_t version = plain_word(base, l.version);
     if (load<std::uint32_t>(base, l.magic, std::memory_order_acquire) != ring_magic ||
-        plain_word(base, l.version) != ring_version)
+        (version != ring_version_rings && version != ring_version_shared) ||
+        (version == ring_version_shared && !l.has_shared_ring()))
         return std::nullopt;
     ring_region r(bytes, l);
     r.ring_count_ = static_cast<std::uint32_t>(plain_word(base, l.ring_count));
@@ -155,7 +185,73 @@ std::optional<ring_region> ring_region::open(std::span<std::byte> bytes, const r
     if (!fits)
         return std::nullopt;
     r.drops_seen_.assign(r.ring_count_, 0);
+    if (version == ring_version_shared) {
+        if (!inside(l.shared_offset) || !inside(l.shared_entries))
+            return std::nullopt;
+        const std::uint64_t offset = plain_word(base, l.shared_offset);
+        const std::uint64_t n = plain_word(base, l.shared_entries);
+        const bool shared_fits = n > 0 && std::has_single_bit(n) && offset % 8 == 0 &&
+                                 l.shared_published.offset + 8 * n <= l.shared_slots.offset &&
+                                 offset + l.shared_slots.offset + n * r.entry_size_ <= bytes.size() &&
+                                 offset + std::max(l.shared_reserved.offset, l.shared_tail.offset) + 8 <= bytes.size();
+        if (!shared_fits)
+            return std::nullopt;
+        r.shared_offset_ = static_cast<std::uint32_t>(offset);
+        r.shared_entries_ = static_cast<std::uint32_t>(n);
+    }
     return r;
+}
+
+ring_event ring_region::entry_at(const std::byte* e) const
+{
+    ring_event ev;
+    ev.time_ns = plain_word(e, l_.time_ns);
+    ev.event = static_cast<td_event_e>(plain_word(e, l_.event));
+    ev.subject = target_addr{plain_word(e, l_.subject)};
+    ev.data = plain_word(e, l_.data);
+    ev.subject_tid = static_cast<pid_t>(plain_word(e, l_.subject_tid));
+    ev.reporter_tid = static_cast<pid_t>(plain_word(e, l_.reporter_tid));
+    ev.lock_owner = static_cast<pid_t>(plain_word(e, l_.lock_owner));
+    ev.lock_kind = static_cast<std::uint32_t>(plain_word(e, l_.lock_kind));
+    ev.call_site = target_addr{plain_word(e, l_.call_site)};
+    ev.start_routine = target_addr{plain_word(e, l_.start_routine)};
+    return ev;
+}
+
+void ring_region::drain_shared(std::vector<ring_event>& out, std::uint64_t cut_ns)
+{
+    if (shared_entries_ == 0)
+        return;
+    std::erase_if(held_, [&](const ring_event& e) {
+        if (e.time_ns >= cut_ns)
+            return false;
+        out.push_back(e);
+        return true;
+    });
+    std::byte* ring = bytes_.data() + shared_offset_;
+    const std::uint64_t reserved = load<std::uint64_t>(ring, l_.shared_reserved, std::memory_order_acquire);
+    const std::uint64_t tail = load<std::uint64_t>(ring, l_.shared_tail, std::memory_order_relaxed);
+    std::uint64_t new_tail = tail;
+    bool gap = false;
+    for (std::uint64_t k = tail; k != reserved && k - tail < shared_entries_; ++k) {
+        const std::uint64_t slot = k & (shared_entries_ - 1);
+        if (taken_beyond_gap_.erase(k) == 0) {
+            ring_field published{static_cast<std::uint32_t>(l_.shared_published.offset + 8 * slot), 8};
+            if (load<std::uint64_t>(ring, published, std::memory_order_acquire) != k + 1) {
+                gap = true;  // taken, not written yet: the tail waits here
+                continue;
+            }
+            ring_event ev = entry_at(ring + l_.shared_slots.offset + slot * entry_size_);
+            ev.ring = ring_count_;
+            (ev.time_ns < cut_ns ? out : held_).push_back(ev);
+        }
+        if (gap)
+            taken_beyond_gap_.insert(k);
+        else
+            new_tail = k + 1;
+    }
+    if (new_tail != tail)
+        store<std::uint64_t>(ring, l_.shared_tail, new_tail, std::memory_order_release);
 }
 
 std::byte* ring_region::ring_at(std::uint32_t i) const
@@ -177,20 +273,10 @@ void ring_region::drain(std::uint32_t i, std::vector<ring_event>& out, std::uint
     std::uint64_t k = first;
     for (; k != head; ++k) {
         const std::byte* e = ring + l_.entries.offset + (k & (ring_entries_ - 1)) * entry_size_;
-        ring_event ev;
-        ev.time_ns = plain_word(e, l_.time_ns);
         // One producer stamps its entries in order: the rest are later too.
-        if (ev.time_ns >= cut_ns)
+        if (plain_word(e, l_.time_ns) >= cut_ns)
             break;
-        ev.event = static_cast<td_event_e>(plain_word(e, l_.event));
-        ev.subject = target_addr{plain_word(e, l_.subject)};
-        ev.data = plain_word(e, l_.data);
-        ev.subject_tid = static_cast<pid_t>(plain_word(e, l_.subject_tid));
-        ev.reporter_tid = static_cast<pid_t>(plain_word(e, l_.reporter_tid));
-        ev.lock_owner = static_cast<pid_t>(plain_word(e, l_.lock_owner));
-        ev.lock_kind = static_cast<std::uint32_t>(plain_word(e, l_.lock_kind));
-        ev.call_site = target_addr{plain_word(e, l_.call_site)};
-        ev.start_routine = target_addr{plain_word(e, l_.start_routine)};
+        ring_event ev = entry_at(e);
         ev.ring = i;
         out.push_back(ev);
     }
@@ -232,6 +318,9 @@ std::vector<ring_event> ring_region::drain_all(std::uint64_t cut_ns)
             store<std::int32_t>(ring, l_.owner, 0, std::memory_order_release);
         }
     }
+    const std::size_t before = out.size();
+    drain_shared(out, cut_ns);
+    fullest_ = std::max(fullest_, static_cast<std::uint32_t>(out.size() - before));
     std::ranges::stable_sort(out, {}, &ring_event::time_ns);
     return out;
 }
@@ -240,6 +329,7 @@ void ring_region::discard()
 {
     (void)drain_all();
     (void)take_losses();
+    held_.clear();
 }
 
 std::uint64_t ring_region::drops() const

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <span>
 #include <string_view>
 #include <utility>
@@ -43,6 +44,12 @@ struct ring_layout {
     // an entry (at a ring's entries + k * entry_size)
     ring_field time_ns, subject, data, subject_tid, reporter_tid, event, lock_owner, call_site, start_routine,
         lock_kind;
+    // The shared ring (many producers), when the agent has one (all sizes
+    // 0 when not: an agent before it): where it is and its slots, in the
+    // header; its words; its per-slot published positions (8 bytes each)
+    // and its entries.
+    ring_field shared_offset, shared_entries, shared_reserved, shared_tail, shared_published, shared_slots;
+    bool has_shared_ring() const { return shared_slots.size != 0; }
 };
 
 /// Each field of ring_layout and the name of its descriptor (after
@@ -52,6 +59,8 @@ struct ring_layout_field {
     std::string_view name;
 };
 std::span<const ring_layout_field> ring_layout_fields();
+/// The shared ring's fields ("region_shared_offset", ...): all or none.
+std::span<const ring_layout_field> shared_ring_layout_fields();
 
 /// The layout from the agent's _tdagent_db_ring_* descriptors in `target`;
 /// std::nullopt when one is missing (an agent without rings) or has a size
@@ -88,7 +97,7 @@ struct ring_event {
     /// caller of the agent's wrapper (0 otherwise).
     target_addr call_site;
     target_addr start_routine;   ///< TD_CREATE: the new thread's start routine
-    std::uint32_t ring = 0;      ///< which ring it came from
+    std::uint32_t ring = 0;      ///< which ring it came from (ring_count(): the shared ring)
 };
 
 /// Events a ring's thread could not write (full ring, drop mode) since the
@@ -110,6 +119,8 @@ public:
 
     std::uint32_t ring_count() const { return ring_count_; }
     std::uint32_t ring_entries() const { return ring_entries_; }
+    /// The shared ring's slots; 0 when the agent has none.
+    std::uint32_t shared_entries() const { return shared_entries_; }
 
     /// No cut: drain() and drain_all() take every published entry.
     static constexpr std::uint64_t no_cut = ~std::uint64_t{0};
@@ -117,7 +128,14 @@ public:
     /// stamped before `cut_ns` (CLOCK_MONOTONIC, ns) to `out`, in its order,
     /// then frees their slots; later ones stay for the next drain.
     void drain(std::uint32_t i, std::vector<ring_event>& out, std::uint64_t cut_ns = no_cut);
-    /// Drains every ring up to `cut_ns` (see drain()); rings whose thread
+    /// Appends what the shared ring holds stamped before `cut_ns`, in its
+    /// slots' order, to `out`. Its producers do not stamp in slot order:
+    /// every published slot is taken, and an entry stamped at or after the
+    /// cut is kept here for a later drain; a slot taken but not yet written
+    /// holds the tail back, and the slots after it that are published are
+    /// taken and remembered.
+    void drain_shared(std::vector<ring_event>& out, std::uint64_t cut_ns = no_cut);
+    /// Drains every ring up to `cut_ns` (see drain()), the shared ring's too; rings whose thread
     /// ended (owner: minus its TID) and that are now empty are freed for
     /// another thread, after their drops were taken. The events come sorted
     /// by time_ns (each ring's own order kept for equal times); what each
@@ -151,6 +169,8 @@ public:
 private:
     ring_region(std::span<std::byte> bytes, const ring_layout& layout) : bytes_(bytes), l_(layout) {}
     std::byte* ring_at(std::uint32_t i) const;
+    /// The entry at `e` (a slot of a ring or of the shared ring).
+    ring_event entry_at(const std::byte* e) const;
 
     std::span<std::byte> bytes_;
     ring_layout l_;
@@ -159,6 +179,12 @@ private:
     std::uint32_t ring_offset_ = 0;
     std::uint32_t ring_stride_ = 0;
     std::uint32_t entry_size_ = 0;
+    std::uint32_t shared_offset_ = 0;
+    std::uint32_t shared_entries_ = 0;
+    // The shared ring's entries taken and stamped at or after a drain's cut.
+    std::vector<ring_event> held_;
+    // Its slots (positions) taken beyond one not yet written.
+    std::set<std::uint64_t> taken_beyond_gap_;
     std::vector<std::uint64_t> drops_seen_;  // per ring: its drop counter at the last drain
     std::vector<ring_loss> losses_;
     std::uint32_t fullest_ = 0;

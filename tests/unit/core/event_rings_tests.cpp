@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <map>
 #include <string>
@@ -40,6 +41,7 @@ struct tdagent_ring_region* tdagent_ring_region();
 struct tdagent_ring* tdagent_ring_claim(struct tdagent_ring_region* region, pid_t tid);
 void tdagent_ring_release(struct tdagent_ring* r);
 int tdagent_ring_put(struct tdagent_ring* r, const tdagent_ring_put_args* e, int count_drop);
+int tdagent_ring_put_shared(struct tdagent_ring_region* region, const tdagent_ring_put_args* e);
 extern char __tdagent_rings[];
 extern unsigned char __tdagent_streaming;
 // The agent's check for a controller that is gone (agent/event_report.c,
@@ -54,7 +56,8 @@ void tdagent_check_controller()
     X(region_ring_stride) X(region_entry_size) X(region_wake) X(region_heartbeat_ns) X(region_no_ring) X(head)   \
     X(tail) X(drops) X(owner) X(entries) X(entry_time_ns) X(entry_subject) X(entry_data) X(entry_subject_tid)   \
     X(entry_reporter_tid) X(entry_event) X(entry_lock_owner) X(entry_call_site) X(entry_start_routine)           \
-    X(entry_lock_kind)
+    X(entry_lock_kind) X(region_shared_offset) X(region_shared_entries) X(shared_reserved) X(shared_tail)       \
+    X(shared_published) X(shared_slots)
 #define TDCTL_DECLARE(name) extern const std::uint32_t _tdagent_db_ring_##name[3];
 TDCTL_RING_DESCRIPTORS(TDCTL_DECLARE)
 }
@@ -162,7 +165,158 @@ struct ring_pair {
     ring_pair& operator=(const ring_pair&) = delete;
 };
 
+/// The shared ring's words in the second mapping, to play a producer that
+/// took a slot and has not written it yet.
+struct shared_words {
+    std::byte* ring;
+    const core::ring_layout& l;
+    std::uint64_t slots;
+    std::uint64_t entry_size;
+    explicit shared_words(second_mapping& m)
+        : ring(m.bytes.data() + word32(m, m.layout.shared_offset)),
+          l(m.layout),
+          slots(word32(m, m.layout.shared_entries)),
+          entry_size(word32(m, m.layout.entry_size))
+    {
+    }
+    static std::uint32_t word32(second_mapping& m, const core::ring_field& f)
+    {
+        std::uint32_t v = 0;
+        std::memcpy(&v, m.bytes.data() + f.offset, sizeof v);
+        return v;
+    }
+    std::atomic_ref<std::uint64_t> word(std::uint32_t offset) const
+    {
+        return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(ring + offset));
+    }
+    /// Takes a slot as a producer does, without writing it: its position.
+    std::uint64_t take_slot() const { return word(l.shared_reserved.offset).fetch_add(1); }
+    /// Writes the entry of a taken slot and publishes it.
+    void publish(std::uint64_t position, std::uint64_t data, std::uint64_t time_ns) const
+    {
+        std::byte* e = ring + l.shared_slots.offset + (position & (slots - 1)) * entry_size;
+        std::memcpy(e + l.time_ns.offset, &time_ns, 8);
+        std::memcpy(e + l.data.offset, &data, 8);
+        const std::uint32_t event = TD_LOCK_TRY;
+        std::memcpy(e + l.event.offset, &event, 4);
+        word(static_cast<std::uint32_t>(l.shared_published.offset + 8 * (position & (slots - 1)))).store(position + 1);
+    }
+    std::uint64_t tail() const { return word(l.shared_tail.offset).load(); }
+    std::uint64_t reserved() const { return word(l.shared_reserved.offset).load(); }
+};
+
 }  // namespace
+
+TEST_CASE("event rings: the shared ring is in the layout, 16384 slots after the per-thread rings")
+{
+    second_mapping m;
+    REQUIRE(m.layout.has_shared_ring());
+    auto region = m.region();
+    CHECK(region.shared_entries() == 16384);
+    CHECK(shared_words(m).slots == 16384);
+}
+
+TEST_CASE("event rings: the shared ring with four producers and a consumer draining meanwhile: every entry once, "
+          "in each producer's order")
+{
+    second_mapping m;
+    auto region = m.region();
+    region.drain_all();
+    constexpr std::uint64_t per_thread = 100000;
+    constexpr int producers = 4;
+    std::atomic<int> done{0};
+    std::atomic<std::uint64_t> full_retries{0};
+    std::vector<std::thread> threads;
+    for (int p = 0; p < producers; ++p)
+        threads.emplace_back([&, p] {
+            const pid_t tid = 200000 + p;
+            for (std::uint64_t k = 0; k < per_thread; ++k) {
+                const auto e = entry(tid, k);
+                while (tdagent_ring_put_shared(tdagent_ring_region(), &e) == 0) {
+                    full_retries.fetch_add(1, std::memory_order_relaxed);
+                    std::this_thread::yield();
+                }
+            }
+            done.fetch_add(1);
+        });
+    std::map<pid_t, std::uint64_t> next;
+    std::uint64_t taken = 0, out_of_order = 0, not_shared = 0;
+    for (;;) {
+        const bool all_done = done.load() == producers;
+        for (const auto& ev : region.drain_all()) {
+            if (ev.data != next[ev.reporter_tid]++)
+                ++out_of_order;
+            if (ev.ring != region.ring_count())
+                ++not_shared;
+            ++taken;
+        }
+        if (all_done)
+            break;
+    }
+    for (auto& t : threads)
+        t.join();
+    taken += region.drain_all().size();  // none left
+    MESSAGE(full_retries.load(), " puts found the shared ring full and were made again");
+    CHECK(taken == per_thread * producers);
+    CHECK(out_of_order == 0);
+    CHECK(not_shared == 0);
+    for (const auto& [tid, n] : next)
+        CHECK(n == per_thread);
+    shared_words w(m);
+    CHECK(w.tail() == w.reserved());
+}
+
+TEST_CASE("event rings: the shared ring's tail waits at a slot taken and not written; what was published after it "
+          "is taken once, and the slot when it is written")
+{
+    second_mapping m;
+    auto region = m.region();
+    region.drain_all();
+    shared_words w(m);
+    const std::uint64_t gap = w.take_slot();
+    for (std::uint64_t k = 1; k <= 2; ++k) {
+        const auto e = entry(7021, k);
+        REQUIRE(tdagent_ring_put_shared(tdagent_ring_region(), &e) == 1);
+    }
+    auto first = region.drain_all();
+    REQUIRE(first.size() == 2);
+    CHECK(first[0].data == 1);
+    CHECK(first[1].data == 2);
+    CHECK(w.tail() == gap);              // held at the slot not written
+    CHECK(region.drain_all().empty());  // the two are not taken twice
+    w.publish(gap, 0, monotonic_ns());
+    auto second = region.drain_all();
+    REQUIRE(second.size() == 1);
+    CHECK(second[0].data == 0);
+    CHECK(w.tail() == gap + 3);
+    CHECK(w.tail() == w.reserved());
+}
+
+TEST_CASE("event rings: the shared ring's entries are not in time order: one stamped after the cut is kept for a "
+          "later drain, one after it stamped before the cut is taken")
+{
+    second_mapping m;
+    auto region = m.region();
+    region.drain_all();
+    shared_words w(m);
+    // A producer preempted between its slot and its clock reading: its
+    // entry comes first in the ring and last in time.
+    const std::uint64_t late = w.take_slot();
+    const auto e = entry(7031, 1);
+    REQUIRE(tdagent_ring_put_shared(tdagent_ring_region(), &e) == 1);
+    std::this_thread::sleep_for(1ms);
+    const std::uint64_t cut = monotonic_ns();
+    std::this_thread::sleep_for(1ms);
+    w.publish(late, 0, monotonic_ns());
+    auto before = region.drain_all(cut);
+    REQUIRE(before.size() == 1);
+    CHECK(before[0].data == 1);
+    CHECK(w.tail() == late + 2);  // both slots consumed: the late entry waits in tdctl
+    CHECK(region.drain_all(cut).empty());
+    auto after = region.drain_all(monotonic_ns());
+    REQUIRE(after.size() == 1);
+    CHECK(after[0].data == 0);
+}
 
 TEST_CASE("event rings: four producers and a consumer draining meanwhile: every entry once, in each thread's order")
 {
@@ -372,6 +526,23 @@ TEST_CASE("event rings: a region whose header is not the agent's is not opened")
     CHECK_FALSE(core::ring_region::open(zeros, m.layout).has_value());
     CHECK_FALSE(core::ring_region::open(m.bytes.first(64), m.layout).has_value());  // rings outside
     CHECK(core::ring_region::open(m.bytes, m.layout).has_value());
+}
+
+TEST_CASE("event rings: a version 3 region (an agent before the shared ring) opens without one; a version 4 region "
+          "needs the shared ring's descriptors")
+{
+    second_mapping m;
+    std::vector<std::byte> copy(m.bytes.begin(), m.bytes.end());
+    core::ring_layout without = m.layout;
+    for (const auto& [member, name] : core::shared_ring_layout_fields())
+        without.*member = core::ring_field{};
+    CHECK_FALSE(core::ring_region::open(copy, without).has_value());  // version 4, no descriptors
+    const std::uint32_t v3 = 3;
+    std::memcpy(copy.data() + m.layout.version.offset, &v3, sizeof v3);
+    auto old = core::ring_region::open(copy, without);
+    REQUIRE(old.has_value());
+    CHECK(old->shared_entries() == 0);
+    CHECK(old->drain_all().empty());
 }
 
 TEST_CASE("event rings: a heartbeat older than a second turns streaming off in the agent, at a put or a full ring, "
