@@ -920,11 +920,12 @@ namespace {
 tdctl::core::ring_layout ring_layout_here()
 {
     tdctl::core::ring_layout l;
-    for (const auto& [member, name] : tdctl::core::ring_layout_fields()) {
-        const uint32_t* d = descriptor(("ring_" + std::string(name)).c_str());
-        REQUIRE_MESSAGE(d != nullptr, name);
-        l.*member = {d[2], d[0] / 8 * d[1]};
-    }
+    for (auto fields : {tdctl::core::ring_layout_fields(), tdctl::core::shared_ring_layout_fields()})
+        for (const auto& [member, name] : fields) {
+            const uint32_t* d = descriptor(("ring_" + std::string(name)).c_str());
+            REQUIRE_MESSAGE(d != nullptr, name);
+            l.*member = {d[2], d[0] / 8 * d[1]};
+        }
     return l;
 }
 
