@@ -1,6 +1,8 @@
 #include "ptrace/attach_diagnosis.hpp"
 
 #include <cerrno>
+#include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <linux/capability.h>
 #include <unistd.h>
@@ -17,6 +19,21 @@ constexpr unsigned pf_kthread = 0x00200000;
 
 pid_t g_controller_process = 0;
 
+constexpr unsigned pf_exiting = 0x00000004;
+constexpr std::uint64_t sigkill_bit = std::uint64_t{1} << (SIGKILL - 1);
+constexpr long sys_execve = 59, sys_execveat = 322;  // x86_64
+
+// What the message says of a process in a transition, or nullopt.
+std::optional<std::string> transition_text(pid_t pid, const std::string& name)
+{
+    auto t = process_in_transition(pid);
+    if (!t)
+        return std::nullopt;
+    if (*t == process_transition::exiting)
+        return fmt::format("process {} ({}) is exiting: there is nothing left to attach to", pid, name);
+    return fmt::format("process {} ({}) is in the middle of an exec; attach again once it is done", pid, name);
+}
+
 std::string tracer_text(pid_t tracer)
 {
     std::string name = procfs::process_name(tracer);
@@ -26,6 +43,23 @@ std::string tracer_text(pid_t tracer)
 }  // namespace
 
 void note_controller_process(pid_t pid) { g_controller_process = pid; }
+
+std::optional<process_transition> process_in_transition(pid_t pid)
+{
+    bool killed = false;
+    for (tid_t tid : procfs::list_tasks(pid)) {
+        if (auto sc = procfs::read_task_syscall(pid, tid); sc && (sc->number == sys_execve || sc->number == sys_execveat))
+            if (auto st = procfs::read_task_status(pid, tid); st && (st->signals_pending & sigkill_bit) == 0)
+                return process_transition::execing;
+        auto st = procfs::read_task_status(pid, tid);
+        auto stat = procfs::read_task_stat(pid, tid);
+        const bool zombie_leader = tid.value == pid && st && st->state == 'Z';
+        if (!zombie_leader && ((st && (st->signals_pending & sigkill_bit) != 0) ||
+                               (stat && (stat->flags & pf_exiting) != 0)))
+            killed = true;
+    }
+    return killed ? std::optional(process_transition::exiting) : std::nullopt;
+}
 
 std::optional<std::string> precheck_attach(pid_t pid)
 {
@@ -40,6 +74,9 @@ std::optional<std::string> precheck_attach(pid_t pid)
         return fmt::format("{} is a thread of process {}; attach to the process instead", pid, status->tgid);
     if (auto stat = procfs::read_task_stat(pid, tid_t{pid}); stat && (stat->flags & pf_kthread) != 0)
         return fmt::format("process {} ({}) is a kernel thread and cannot be traced", pid, status->name);
+    if (status->state == 'Z' && status->threads > 1)
+        if (auto why = transition_text(pid, status->name))
+            return why;
     if (status->state == 'Z' && status->threads > 1)
         return fmt::format("the main thread of process {} ({}) has exited (pthread_exit) while {} other threads run; "
                            "tdctl cannot attach to such a process yet",
@@ -62,6 +99,8 @@ std::string explain_seize_failure(pid_t pid, int err)
     if (err == ESRCH || !status)
         return fmt::format("no such process: {}", pid);
     if (err == EPERM) {
+        if (auto why = transition_text(pid, status->name))
+            return *why;
         if (status->tracer_pid != 0)
             return fmt::format("cannot attach to process {} ({}): already traced by {}", pid, status->name,
                                tracer_text(status->tracer_pid));

@@ -17,6 +17,17 @@ void note_controller_process(pid_t pid);
 /// std::nullopt when an attach may be tried.
 std::optional<std::string> precheck_attach(pid_t pid);
 
+/// A process between two states an attach cannot meet: its tasks are being
+/// killed or are past do_exit (exit_group, a fatal signal), or one of them
+/// is inside execve(2) while the kernel kills the others.
+enum class process_transition { exiting, execing };
+/// Which, when process `pid` is in one now: a task with SIGKILL pending
+/// (/proc/PID/task/TID/status SigPnd: exit_group and exec's de_thread add it
+/// to every other thread) or with PF_EXITING (stat flags); exec'ing when a
+/// task is inside execve or execveat (/proc/PID/task/TID/syscall).
+/// std::nullopt otherwise (a leader that called pthread_exit alone is not one).
+std::optional<process_transition> process_in_transition(pid_t pid);
+
 /// Explains a failed PTRACE_SEIZE of pid with errno `err`: another user,
 /// missing CAP_SYS_PTRACE, Yama ptrace_scope, already traced (naming the
 /// tracer from /proc/PID/status TracerPid), or the plain errno text.

@@ -149,6 +149,8 @@ status_info parse_status(std::string_view text)
             st.signals_ignored = to_number<std::uint64_t>(value, 16);
         else if (key == "SigBlk")
             st.signals_blocked = to_number<std::uint64_t>(value, 16);
+        else if (key == "SigPnd")
+            st.signals_pending = to_number<std::uint64_t>(value, 16);
         else if (key == "VmHWM")
             st.vm_hwm_kb = to_number<std::uint64_t>(value);
         else if (key == "voluntary_ctxt_switches")

@@ -43,6 +43,7 @@ struct status_info {
     std::uint64_t signals_caught = 0;   ///< SigCgt: bit (N-1) set when signal N has a handler (process-wide)
     std::uint64_t signals_ignored = 0;  ///< SigIgn: bit (N-1) set when signal N is SIG_IGN (process-wide)
     std::uint64_t signals_blocked = 0;  ///< SigBlk: bit (N-1) set when this task blocks signal N
+    std::uint64_t signals_pending = 0;  ///< SigPnd: bit (N-1) set when signal N is pending for this task
     std::uint64_t vm_hwm_kb = 0;    ///< VmHWM:, kB (0 for kernel threads)
     std::uint64_t voluntary_ctxt_switches = 0;
     std::uint64_t nonvoluntary_ctxt_switches = 0;

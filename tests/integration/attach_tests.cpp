@@ -5,6 +5,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <random>
+#include <thread>
 #include <string>
 
 #include "tests/integration/integration_support.hpp"
@@ -69,6 +72,35 @@ TEST_SUITE("bad targets")
         CHECK(contains(errors[0].value("message", ""), std::to_string(tracer.pid())));
         CHECK(json_run.of_type("attached").empty());
         CHECK(tracer_pid(t.pid()) == tracer.pid());
+    }
+
+    TEST_CASE("a process on its way out (exit_group with 300 busy threads): refused as exiting, never as a "
+              "pthread_exit or a security module, and its exit status is its own: 20 tries")
+    {
+        require_attach();
+        // Before: 14 of 40 such attaches said "the main thread ... has exited
+        // (pthread_exit)" and 1 "a security module ... forbids it" (an
+        // exiting task refuses PTRACE_SEIZE with EPERM).
+        std::mt19937 random(std::random_device{}());
+        int exiting = 0, attached = 0;
+        for (int round = 0; round < 20; ++round) {
+            CAPTURE(round);
+            auto target = child_process::spawn({fixture_path("group_exit"), "300", "150"});
+            std::this_thread::sleep_for(std::chrono::milliseconds(100 + random() % 250));
+            auto run = run_tdctl({"-p", std::to_string(target.pid()), "-e", "detach"}, 60s);
+            INFO(run.describe());
+            CHECK(run.result.status.is_exited());
+            const int code = run.result.status.exit_code();
+            CHECK((code == 0 || code == 2));
+            CHECK_FALSE(contains(run.result.err, "pthread_exit"));
+            CHECK_FALSE(contains(run.result.err, "security module"));
+            exiting += contains(run.result.err, "is exiting") ? 1 : 0;
+            attached += code == 0 ? 1 : 0;
+            auto status = target.require_exit(30s);
+            CHECK(status.is_exited());
+            CHECK(status.exit_code() == 0);
+        }
+        MESSAGE(attached, " attaches before the exit, ", exiting, " refused as exiting, of 20");
     }
 
     TEST_CASE("tdctl itself: one line, exit 2")
