@@ -16,6 +16,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/protocol/event_rings.hpp"
@@ -205,6 +206,21 @@ struct shared_words {
     std::uint64_t reserved() const { return word(l.shared_reserved.offset).load(); }
 };
 
+/// The region emptied, and its shared ring's words.
+struct shared_setup {
+    second_mapping m;
+    core::ring_region region = m.region();
+    shared_words w{m};
+    shared_setup() { region.drain_all(); }
+};
+
+/// One entry of `tid` put in the shared ring, as a thread without a ring does.
+void put_shared(pid_t tid, std::uint64_t data)
+{
+    const auto e = entry(tid, data);
+    REQUIRE(tdagent_ring_put_shared(tdagent_ring_region(), &e) == 1);
+}
+
 }  // namespace
 
 TEST_CASE("event rings: the shared ring is in the layout, 16384 slots after the per-thread rings")
@@ -269,15 +285,12 @@ TEST_CASE("event rings: the shared ring with four producers and a consumer drain
 TEST_CASE("event rings: the shared ring's tail waits at a slot taken and not written; what was published after it "
           "is taken once, and the slot when it is written")
 {
-    second_mapping m;
-    auto region = m.region();
-    region.drain_all();
-    shared_words w(m);
+    shared_setup s;
+    auto& region = s.region;
+    const auto& w = s.w;
     const std::uint64_t gap = w.take_slot();
-    for (std::uint64_t k = 1; k <= 2; ++k) {
-        const auto e = entry(7021, k);
-        REQUIRE(tdagent_ring_put_shared(tdagent_ring_region(), &e) == 1);
-    }
+    put_shared(7021, 1);
+    put_shared(7021, 2);
     auto first = region.drain_all();
     REQUIRE(first.size() == 2);
     CHECK(first[0].data == 1);
@@ -295,15 +308,13 @@ TEST_CASE("event rings: the shared ring's tail waits at a slot taken and not wri
 TEST_CASE("event rings: the shared ring's entries are not in time order: one stamped after the cut is kept for a "
           "later drain, one after it stamped before the cut is taken")
 {
-    second_mapping m;
-    auto region = m.region();
-    region.drain_all();
-    shared_words w(m);
+    shared_setup s;
+    auto& region = s.region;
+    const auto& w = s.w;
     // A producer preempted between its slot and its clock reading: its
     // entry comes first in the ring and last in time.
     const std::uint64_t late = w.take_slot();
-    const auto e = entry(7031, 1);
-    REQUIRE(tdagent_ring_put_shared(tdagent_ring_region(), &e) == 1);
+    put_shared(7031, 1);
     std::this_thread::sleep_for(1ms);
     const std::uint64_t cut = monotonic_ns();
     std::this_thread::sleep_for(1ms);
