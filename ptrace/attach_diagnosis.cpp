@@ -24,6 +24,11 @@ constexpr std::uint64_t sigkill_bit = std::uint64_t{1} << (SIGKILL - 1);
 constexpr long sys_execve = 59, sys_execveat = 322;  // x86_64
 
 // What the message says of a process in a transition, or nullopt.
+// How long precheck_attach() waits for a dead leader with threads to change:
+// an exec's de_thread takes well under this.
+constexpr int zombie_leader_tries = 100;
+constexpr int zombie_leader_pause_us = 2000;
+
 std::optional<std::string> transition_text(pid_t pid, const std::string& name)
 {
     auto t = process_in_transition(pid);
@@ -74,6 +79,14 @@ std::optional<std::string> precheck_attach(pid_t pid)
         return fmt::format("{} is a thread of process {}; attach to the process instead", pid, status->tgid);
     if (auto stat = procfs::read_task_stat(pid, tid_t{pid}); stat && (stat->flags & pf_kthread) != 0)
         return fmt::format("process {} ({}) is a kernel thread and cannot be traced", pid, status->name);
+    // An exec from another thread passes through a dead leader with threads
+    // (it waits for the leader to be reaped): give it a moment to end.
+    for (int tries = 0; status->state == 'Z' && status->threads > 1 && tries < zombie_leader_tries; ++tries) {
+        ::usleep(zombie_leader_pause_us);
+        status = procfs::read_status(pid);
+        if (!status)
+            return fmt::format("no such process: {}", pid);
+    }
     if (status->state == 'Z' && status->threads > 1)
         if (auto why = transition_text(pid, status->name))
             return why;

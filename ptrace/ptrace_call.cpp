@@ -77,6 +77,13 @@ bool take_unconsumed_stop(tid_t tid, int raw)
     return same;
 }
 
+void log_request(__ptrace_request req, tid_t tid, void* addr, void* data, long r, int err)
+{
+    if (log::debug_enabled())
+        log::debug("{}({}, {:#x}, {:#x}) = {}{}", request_name(req), tid.value, reinterpret_cast<std::uintptr_t>(addr),
+                   reinterpret_cast<std::uintptr_t>(data), r, err != 0 ? fmt::format(" errno {}", err) : "");
+}
+
 int ptrace_call(__ptrace_request req, tid_t tid, void* addr, void* data, long* result)
 {
     errno = 0;
@@ -85,9 +92,7 @@ int ptrace_call(__ptrace_request req, tid_t tid, void* addr, void* data, long* r
     // PEEK requests return data; -1 with errno 0 is a valid word.
     if (r == -1 && err == 0 && (req == PTRACE_PEEKDATA || req == PTRACE_PEEKUSER))
         err = 0;
-    if (log::debug_enabled())
-        log::debug("{}({}, {:#x}, {:#x}) = {}{}", request_name(req), tid.value, reinterpret_cast<std::uintptr_t>(addr),
-                   reinterpret_cast<std::uintptr_t>(data), r, err != 0 ? fmt::format(" errno {}", err) : "");
+    log_request(req, tid, addr, data, r, err);
     if (result != nullptr)
         *result = r;
     // A resumed task (or one gone: ESRCH) no longer has the stop's status.

@@ -1,6 +1,7 @@
-// The one wrapper every ::ptrace request goes through. It logs the request at
-// debug level and returns errno instead of throwing, because ESRCH (the task
-// vanished) is a normal outcome for a tracer.
+// The one wrapper every ::ptrace request goes through (but the bounded
+// PTRACE_SEIZE of ptrace/seize.cpp, which logs through log_request()). It
+// logs the request at debug level and returns errno instead of throwing,
+// because ESRCH (the task vanished) is a normal outcome for a tracer.
 #pragma once
 
 #include <sys/ptrace.h>
@@ -13,7 +14,10 @@ namespace tdctl::ptrace {
 /// value. `result`, if given, receives the call's return value (PEEK requests).
 int ptrace_call(__ptrace_request req, tid_t tid, void* addr, void* data, long* result = nullptr);
 
-/// Same, but throws tdctl::error (os) on any failure; `what` names the step.
+/// Logs a request made, its return value `r` and errno `err`, at debug level.
+void log_request(__ptrace_request req, tid_t tid, void* addr, void* data, long r, int err);
+
+/// Same as ptrace_call(), but throws tdctl::error (os) on any failure; `what` names the step.
 void ptrace_or_throw(__ptrace_request req, tid_t tid, void* addr, void* data, const char* what);
 
 /// Name of a request ("PTRACE_CONT"), for logs and messages.

@@ -1,13 +1,20 @@
 #include "ptrace/seize.hpp"
 
+#include <atomic>
 #include <cerrno>
+#include <climits>
+#include <csetjmp>
 #include <csignal>
+#include <ctime>
+#include <pthread.h>
+#include <sys/syscall.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "base/error.hpp"
+#include "base/log.hpp"
 #include "base/unique_fd.hpp"
 #include "ptrace/attach_diagnosis.hpp"
 #include "ptrace/procfs.hpp"
@@ -92,11 +99,117 @@ wait_status run_to_exec(pid_t pid, waiter& wait, const unique_fd& err_read, cons
     }
 }
 
+// ---- the bound on a seize (seize_bound)
+
+// What the tick handler sees. One tracer thread seizes at a time.
+volatile std::sig_atomic_t g_seize_in_call = 0;    // the number of the seize in its call, 0: none
+volatile std::sig_atomic_t g_seen_by_last_tick = 0;
+sigjmp_buf* volatile g_escape = nullptr;
+std::atomic<int> g_bounds{0};                     // seize_bound objects alive
+
+int bound_signal() { return SIGRTMIN + 2; }
+
+void on_bound_tick(int)
+{
+    std::sig_atomic_t now = g_seize_in_call;
+    if (now != 0 && now == g_seen_by_last_tick && g_escape != nullptr)
+        siglongjmp(*g_escape, 1);
+    g_seen_by_last_tick = now;
+}
+
+constexpr int escaped = -1;
+
+// A leader's EPERM is tried again this many times, this far apart.
+constexpr int leader_eperm_retries = 5;
+constexpr int leader_eperm_pause_us = 2000;
+
+// PTRACE_SEIZE, left after two ticks while a seize_bound is alive: errno,
+// or `escaped`.
+int bounded_seize(tid_t tid)
+{
+    static std::sig_atomic_t count = 0;
+    sigjmp_buf escape;
+    if (sigsetjmp(escape, 0) != 0) {
+        // Out of the handler by the jump: its signal is still blocked.
+        g_seize_in_call = 0;
+        g_escape = nullptr;
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, bound_signal());
+        pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+        log_request(PTRACE_SEIZE, tid, nullptr, as_ptr(trace_options), -1, EINTR);
+        return escaped;
+    }
+    count = count == INT_MAX ? 1 : count + 1;
+    g_escape = &escape;
+    g_seize_in_call = count;
+    errno = 0;
+    long r = ::ptrace(PTRACE_SEIZE, tid.value, nullptr, as_ptr(trace_options));
+    int err = r == -1 ? errno : 0;
+    g_seize_in_call = 0;
+    g_escape = nullptr;
+    log_request(PTRACE_SEIZE, tid, nullptr, as_ptr(trace_options), r, err);
+    return err;
+}
+
 }  // namespace
+
+seize_bound::seize_bound()
+{
+    static bool installed = [] {
+        // Installed once for good: a tick queued when the timer goes must
+        // never meet the signal's default action (termination).
+        struct sigaction sa {};
+        sa.sa_handler = on_bound_tick;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        return ::sigaction(bound_signal(), &sa, nullptr) == 0;
+    }();
+    if (!installed)
+        return;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, bound_signal());
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+    sigevent ev{};
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = bound_signal();
+    ev._sigev_un._tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    timer_t timer{};
+    if (::timer_create(CLOCK_MONOTONIC, &ev, &timer) != 0) {
+        log::debug("no bound on seizes: timer_create: errno {}", errno);
+        return;
+    }
+    timer_ = timer;
+    constexpr long tick_ns = 100'000'000;
+    itimerspec every{{0, tick_ns}, {0, tick_ns}};
+    armed_ = ::timer_settime(timer, 0, &every, nullptr) == 0;
+    if (armed_)
+        ++g_bounds;
+}
+
+seize_bound::~seize_bound()
+{
+    if (timer_ != nullptr)
+        ::timer_delete(static_cast<timer_t>(timer_));
+    if (armed_)
+        --g_bounds;
+}
 
 bool seize_task(pid_t pid, tid_t tid, bool is_leader)
 {
-    int err = ptrace_call(PTRACE_SEIZE, tid, nullptr, as_ptr(trace_options));
+    int err = g_bounds > 0 ? bounded_seize(tid) : ptrace_call(PTRACE_SEIZE, tid, nullptr, as_ptr(trace_options));
+    if (err == escaped)
+        throw error(error_domain::target, exec_under_way,
+                    fmt::format("process {} ({}) is in the middle of an exec; attach again once it is done", pid,
+                                procfs::process_name(pid)));
+    // A leader on its way through an exec from another thread (dead, its
+    // TID about to be taken over) refuses for a moment: try again before
+    // explaining. A lasting refusal costs a few milliseconds.
+    for (int again = 0; err == EPERM && is_leader && again < leader_eperm_retries; ++again) {
+        ::usleep(leader_eperm_pause_us);
+        err = ptrace_call(PTRACE_SEIZE, tid, nullptr, as_ptr(trace_options));
+    }
     if (err == 0)
         return true;
     if (err == ESRCH && !is_leader)

@@ -2,6 +2,7 @@
 // starting a program under trace up to its exec.
 #pragma once
 
+#include <cerrno>
 #include <string>
 #include <vector>
 
@@ -27,8 +28,38 @@ struct launch_options {
 /// it is ours now; false for a thread (not the leader) that needs no seizing:
 /// it died meanwhile, is exiting, or is ours already through its parent's
 /// clone event. Throws tdctl::error (os) with one actionable line
-/// (attach_diagnosis.hpp) otherwise.
+/// (attach_diagnosis.hpp) otherwise; while a seize_bound is alive on this
+/// thread, tdctl::error (target, exec_under_way) when the seize waited past
+/// the bound.
 bool seize_task(pid_t pid, tid_t tid, bool is_leader);
+
+/// The code of a tdctl::error (target) whose cause passes by itself: an
+/// exec under way in the process (attach again once it is done).
+inline constexpr int exec_under_way = EAGAIN;
+
+/// While alive, bounds every seize_task() of the thread that made it to
+/// 100-200 ms. PTRACE_SEIZE takes the target's cred_guard_mutex, which an
+/// exec from one of its threads holds while it waits (the kernel's
+/// de_thread) for every other thread to die and be reaped; a thread tdctl
+/// traces already dies only when tdctl lets it (its exit stop, its end),
+/// and tdctl is in the seize: neither would ever go on (the kernel restarts
+/// the seize after any signal: ERESTARTNOINTR). A timer on this thread
+/// (timer_create, SIGEV_THREAD_ID, a real-time signal whose handler stays
+/// installed) ticks every 100 ms; a seize found in its call by two ticks is
+/// left with siglongjmp. Without a timer (timer_create failed) seizes are
+/// not bounded. Made around a pass of seizes only: the ticks interrupt
+/// other calls of the thread that do not restart (poll, nanosleep).
+class seize_bound {
+public:
+    seize_bound();
+    ~seize_bound();
+    seize_bound(const seize_bound&) = delete;
+    seize_bound& operator=(const seize_bound&) = delete;
+
+private:
+    void* timer_ = nullptr;  // a timer_t
+    bool armed_ = false;
+};
 
 /// A program started under trace, stopped at its exec event.
 struct started_program {

@@ -17,6 +17,11 @@ namespace tdctl::ptrace {
 
 namespace {
 
+bool is_exec(long syscall_number)
+{
+    return syscall_number == SYS_execve || syscall_number == SYS_execveat;
+}
+
 // A task that never reports a stop after PTRACE_INTERRUPT is stuck in the
 // kernel; bound the wait.
 constexpr int stop_all_timeout_ms = 10000;
@@ -46,6 +51,7 @@ task_stopper::task_stopper(pid_t pid, task_table& tasks, waiter& wait, process_m
 
 void task_stopper::stop_running(bool peek, int cancel_fd)
 {
+    exec_under_way_ = false;
     std::vector<tid_t> pending;
     for (auto& [tid, t] : tasks_) {
         // An exiting task (e.g. a leader that called pthread_exit and waits as
@@ -66,6 +72,8 @@ void task_stopper::stop_running(bool peek, int cancel_fd)
         // The descriptor is emptied first, so a status that comes after the
         // pass wakes the poll below.
         waiter_.drain_fd();
+        if (exec_under_way_)
+            let_the_dying_go();
         take_stops_of(pending, peek);
         if (pending.empty())
             break;
@@ -97,6 +105,14 @@ void task_stopper::take_stops_of(std::vector<tid_t>& pending, bool peek)
             taken = taken_status{tid, *peeked, false};
         else
             taken = waiter_.try_wait(tid);
+        if (taken.no_child && exec_under_way_ && tid.value != pid_) {
+            // The exec'ing thread took the leader's TID: its exec stop
+            // comes under that TID (and is routed to the new image).
+            taken = waiter_.try_wait(tid_t{pid_});
+            if (taken.status)
+                router_.route(tid_t{pid_}, *taken.status);
+            return tasks_.find(tid) == nullptr;
+        }
         if (taken.no_child) {
             t->note_gone();  // reaped elsewhere, or no longer ours
             return true;
@@ -115,7 +131,8 @@ void task_stopper::mark_blocked_tasks()
     for (auto& [tid, t] : tasks_) {
         if (!is_running(t->state()))
             continue;
-        if (auto st = procfs::read_task_status(pid_, tid); !st || st->state == 'Z' || st->state == 'X') {
+        auto st = procfs::read_task_status(pid_, tid);
+        if (!st || st->state == 'Z' || st->state == 'X') {
             t->note_gone();
             log::debug("task {} is dead; its end is all that is to come", tid.value);
             continue;
@@ -123,10 +140,42 @@ void task_stopper::mark_blocked_tasks()
         auto sc = procfs::read_task_syscall(pid_, tid);
         if (!sc)
             continue;
+        if (is_exec(sc->number) && st->state == 'D') {
+            exec_under_way_ = true;
+            log::debug("task {} is in an exec, waiting for the other threads to die", tid.value);
+            continue;
+        }
         if ((read_clone_flags(sc->number, sc->args[0], memory_).value_or(0) & CLONE_VFORK) != 0) {
             t->note_vfork_blocked();
             log::debug("task {} is blocked in vfork(); held until its child execs or exits", tid.value);
         }
+    }
+}
+
+void task_stopper::let_the_dying_go()
+{
+    // An exec from any thread waits in the kernel (de_thread) until every
+    // other thread is dead and released, the leader included. Each of them
+    // has SIGKILL: one stopped is woken by it and stops again at its exit
+    // (PTRACE_EVENT_EXIT), where it would hold the exec, and the stop of the
+    // exec'ing thread, for ever; one dead is released only once its tracer
+    // took its end. They only die, and the image their records live in goes
+    // with the exec: take each one's new status, let it go on to its end.
+    std::vector<tid_t> others;
+    for (auto& [tid, t] : tasks_)
+        if (!is_running(t->state()))
+            others.push_back(tid);
+    for (tid_t tid : others) {
+        if (tasks_.find(tid) == nullptr)
+            continue;  // gone with an exec routed meanwhile
+        if (taken_status taken = waiter_.try_wait(tid); taken.status)
+            router_.route(tid, *taken.status);
+        task* t = tasks_.find(tid);
+        if (t == nullptr || t->state() != task_state::exit_stopped)
+            continue;
+        if (int err = ptrace_call(PTRACE_CONT, tid, nullptr, nullptr); err == 0 || err == ESRCH)
+            t->note_resumed();
+        log::debug("task {} at its exit stop let go: an exec waits for it", tid.value);
     }
 }
 

@@ -31,19 +31,32 @@ public:
 private:
     /// Takes, by TID, the status of each task in `pending` that has one and
     /// routes it; drops from `pending` the tasks that are stopped, ending,
-    /// in vfork() or gone. Never blocks.
+    /// in vfork() or gone. While an exec is under way, a task whose TID is
+    /// gone is the exec'ing one: its stop is taken under the leader's TID.
+    /// Never blocks.
     void take_stops_of(std::vector<tid_t>& pending, bool peek);
     /// Marks the running tasks that cannot stop: blocked in vfork() (held
     /// until the child execs or exits), or dead (a zombie: /proc state Z or
     /// X, past an exit no stop of which is to come; its end is reaped by
     /// the wait loop or detach).
+    /// Also notes an exec under way (exec_under_way_): a task interrupted
+    /// 50 ms ago still inside execve(2) or execveat(2), in an uninterruptible
+    /// wait (state D): the kernel's wait for the other threads to die. (A
+    /// slow read of the new program's file looks the same: the cost is that
+    /// a thread at its exit stop meanwhile is let go unexamined.)
     void mark_blocked_tasks();
+    /// While an exec is under way: takes every stopped task's new status
+    /// (the exit stop the exec's SIGKILL leads to, or its end) and lets each
+    /// one at its exit stop die (PTRACE_CONT), so the exec can end; its stop
+    /// then comes under the leader's TID (take_stops_of()).
+    void let_the_dying_go();
 
     pid_t pid_;
     task_table& tasks_;
     waiter& waiter_;
     process_memory& memory_;
     stop_router& router_;
+    bool exec_under_way_ = false;  // found by mark_blocked_tasks(), this stop_running()
 };
 
 /// The clone flags of the clone(2), clone3(2) or vfork(2) a task is in (from

@@ -112,6 +112,14 @@ std::optional<int> reap_after_detach(pid_t pid, waiter& wait, std::vector<tid_t>
     return leader_status;
 }
 
+/// Takes run_to()'s site at `where` out: reason count zero, bytes restored.
+void take_site_out(site_table& sites, change_journal& journal, target_addr where)
+{
+    if (breakpoint_site* site = sites.find(where))
+        site->remove(journal);
+    sites.erase(where);
+}
+
 }  // namespace
 
 const char* stop_kind_name(stop_kind k)
@@ -167,7 +175,8 @@ void traced_process::mark_process_gone(int raw_status)
 std::unique_ptr<traced_process> traced_process::attach(pid_t pid, int cancel_fd)
 {
     if (auto why = precheck_attach(pid))
-        throw error(error_domain::target, 0, *why);
+        throw error(error_domain::target,
+                    process_in_transition(pid) == process_transition::execing ? exec_under_way : 0, *why);
 
     // The leader first: a process that ends before its seize (a storm at
     // its exit) is refused before any traced_process owns it.
@@ -184,11 +193,14 @@ std::unique_ptr<traced_process> traced_process::attach(pid_t pid, int cancel_fd)
     // found by the pass below, once every seized task is stopped — a second
     // listing here would only repeat its work (a listing of /proc/PID/task
     // costs about 1.3 µs a thread).
-    for (tid_t tid : procfs::list_tasks(pid)) {
-        if (p->tasks_.contains(tid) || p->births_.is_met_early(tid))
-            continue;
-        if (seize_task(pid, tid, false))
-            p->tasks_.add(tid);
+    {
+        seize_bound bound;  // an exec under way would hold a seize for ever
+        for (tid_t tid : procfs::list_tasks(pid)) {
+            if (p->tasks_.contains(tid) || p->births_.is_met_early(tid))
+                continue;
+            if (seize_task(pid, tid, false))
+                p->tasks_.add(tid);
+        }
     }
     throw_if_cancelled(p->cancel_fd_, pid);
     p->stop_all();
@@ -207,9 +219,12 @@ std::unique_ptr<traced_process> traced_process::attach(pid_t pid, int cancel_fd)
             break;
         if (pass == 1000)
             throw error::target(fmt::format("process {} creates threads faster than they can be attached", pid));
-        for (tid_t tid : strangers)
-            if (seize_task(pid, tid, false))
-                p->tasks_.add(tid);
+        {
+            seize_bound bound;
+            for (tid_t tid : strangers)
+                if (seize_task(pid, tid, false))
+                    p->tasks_.add(tid);
+        }
         p->stopper_->stop_running(false, p->cancel_fd_);
     }
     for (auto& [tid, t] : p->tasks_) {
@@ -228,11 +243,12 @@ std::unique_ptr<traced_process> traced_process::launch(const launch_options& opt
     std::unique_ptr<traced_process> p(new traced_process(started.pid, true, std::move(wait)));
     p->tasks_.add(tid_t{started.pid}).note_status(started.exec_stop);
     p->open_memory();
-    run_to_entry(*p);
+    if (!run_to_entry(*p))
+        throw error::target("the launched program exited before reaching its entry point");
     return p;
 }
 
-void traced_process::run_to(target_addr where, const char* what)
+bool traced_process::run_to(target_addr where)
 {
     breakpoints_->add(where, 0);
     tid_t leader{pid_};
@@ -252,8 +268,11 @@ void traced_process::run_to(target_addr where, const char* what)
         auto got = waiter_->wait_any(-1);
         if (got.end == wait_end::woken)
             continue;  // not this wait's business
-        if (got.end != wait_end::status)
-            throw error::target(fmt::format("the launched program vanished before reaching {}", what));
+        if (got.end != wait_end::status) {
+            take_site_out(sites_, *journal_, where);
+            hold_depth_ = saved_depth;
+            return false;  // vanished (reaped elsewhere)
+        }
         tid_t tid = got.tid;
         wait_status ws = *got.status;
         if (tid == leader && ws.kind() == wait_kind::signal_stop && ws.signal() == SIGTRAP) {
@@ -269,16 +288,19 @@ void traced_process::run_to(target_addr where, const char* what)
             }
         }
         route(tid, ws);
-        if (gone_)
-            throw error::target(fmt::format("the launched program exited before reaching {}", what));
+        // A fatal signal (or an exit) got there first: the leader's exit
+        // stop, or its end, is queued for the owner, who lets it die.
+        if (gone_ || (tid == leader && ws.kind() == wait_kind::exit_event)) {
+            take_site_out(sites_, *journal_, where);
+            hold_depth_ = saved_depth;
+            return false;
+        }
     }
-    // Leave the site's reason count at zero and its bytes restored.
-    if (breakpoint_site* site = sites_.find(where))
-        site->remove(*journal_);
-    sites_.erase(where);
+    take_site_out(sites_, *journal_, where);
     run_to_reached_ = where;
     stop_all();
     hold_depth_ += saved_depth;  // one hold more than before the call
+    return true;
 }
 
 std::optional<stop_event> traced_process::take_queued()
@@ -703,14 +725,14 @@ std::optional<int> traced_process::wait_launched_exit(int timeout_ms)
 }
 
 
-void run_to_entry(traced_process& process)
+bool run_to_entry(traced_process& process)
 {
     pid_t pid = process.pid();
     auto auxv = procfs::read_auxv(pid);
     auto it = auxv.find(AT_ENTRY);
     if (it == auxv.end())
         throw error::target(fmt::format("process {} has no AT_ENTRY in /proc/{}/auxv", pid, pid));
-    process.run_to(target_addr{it->second}, "its entry point");
+    return process.run_to(target_addr{it->second});
 }
 
 }  // namespace tdctl::ptrace

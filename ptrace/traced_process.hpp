@@ -127,10 +127,12 @@ public:
 
     /// Runs a launched process (only its leader may run: before its program
     /// starts threads) until the leader reaches `where`, queueing any other
-    /// stop. Returns with one hold more than before (release_all() undoes
-    /// it), the leader's pc on `where` and no site left there. Throws
-    /// tdctl::error naming `what` if the process exits first.
-    void run_to(target_addr where, const char* what);
+    /// stop. Returns true with one hold more than before (release_all()
+    /// undoes it), the leader's pc on `where` and no site left there; false,
+    /// with no site left and no hold more, when the process dies first (a
+    /// fatal signal, an exit): the leader's exit stop or the process's end
+    /// is then queued for the owner (next_event), who lets it die.
+    [[nodiscard]] bool run_to(target_addr where);
 
     // ---- remote calls (ptrace/remote_call.hpp)
 
@@ -211,9 +213,9 @@ private:
 /// After the exec event of a launch or of a running target: runs the new
 /// image to its entry point (AT_ENTRY from /proc/PID/auxv), where the
 /// loader has mapped its libraries and no code of the program has run;
-/// other stops are queued. Returns with one hold more (release_all()).
-/// Throws tdctl::error (target) if there is no AT_ENTRY or the process
-/// exits first.
-void run_to_entry(traced_process& process);
+/// other stops are queued. Returns true with one hold more
+/// (release_all()), false when the process dies first (traced_process::
+/// run_to). Throws tdctl::error (target) if there is no AT_ENTRY.
+[[nodiscard]] bool run_to_entry(traced_process& process);
 
 }  // namespace tdctl::ptrace

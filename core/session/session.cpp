@@ -1,13 +1,18 @@
 #include "core/session/session.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <link.h>
+#include <thread>
 #include <utility>
 
 #include "base/clock.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
+#include "ptrace/registers_x86_64.hpp"
+#include "ptrace/seize.hpp"
+#include "ptrace/stop_all.hpp"
 
 namespace tdctl::core {
 
@@ -60,13 +65,40 @@ std::optional<symbols::module_set> modules_before_attach(pid_t pid)
     }
 }
 
+// An attach that met an exec under way (ptrace::exec_under_way) is made
+// again once the exec is done, at most this many times, this far apart.
+constexpr int exec_retries = 50;
+constexpr auto exec_retry_pause = std::chrono::milliseconds(20);
+
+// traced_process::attach(), made again while an exec in the process refuses
+// it; `early` (the modules read before) read again for the new image.
+std::unique_ptr<ptrace::traced_process> attach_between_execs(pid_t pid, int cancel_fd,
+                                                             std::optional<symbols::module_set>& early)
+{
+    for (int attempt = 1;; ++attempt) {
+        try {
+            return ptrace::traced_process::attach(pid, cancel_fd);
+        } catch (const error& e) {
+            if (e.domain() != error_domain::target || e.code() != ptrace::exec_under_way || attempt == exec_retries)
+                throw;
+            log::debug("attach {}: {}; again", attempt, e.what());
+        }
+        std::this_thread::sleep_for(exec_retry_pause);
+        ptrace::throw_if_cancelled(cancel_fd, pid);
+        early = modules_before_attach(pid);
+    }
+}
+
 }  // namespace
 
 std::unique_ptr<session> session::attach(pid_t pid, int cancel_fd, bool with_agent)
 {
     auto early = modules_before_attach(pid);
-    std::unique_ptr<session> s(new session(ptrace::traced_process::attach(pid, cancel_fd), with_agent));
+    std::unique_ptr<session> s(new session(attach_between_execs(pid, cancel_fd, early), with_agent));
     s->load_symbols(std::move(early));
+    // Attached just after an exec, before the loader mapped the thread library.
+    if (s->target_.agent() == nullptr)
+        s->follow_loader();
     // Every thread stays stopped until a command needs the target running
     // (release_lingering): `-p PID -e threads -e detach` stops it once.
     s->held_ = false;
@@ -124,21 +156,28 @@ void session::follow_loader()
 {
     // A program started through its dynamic loader named on the command line
     // (`ld.so PROG`): at the loader's own entry point nothing else is mapped.
-    // The loader calls _dl_debug_state (r_debug.r_brk) before and after each
-    // change to its list of modules; it is followed until the list is
-    // consistent and holds a thread library, before any code of the program
-    // runs.
-    const auto* exe = target_.modules().main_executable();
-    if (exe == nullptr || exe != target_.modules().find("ld-linux"))
-        return;  // the program is not the loader itself
-    auto notify = exe->lookup("_dl_debug_state");
-    auto rdebug = exe->lookup("_r_debug");
+    // Or one attached to just after its exec, whose loader still runs (its
+    // only thread is in the loader's code). The loader calls _dl_debug_state
+    // (r_debug.r_brk) before and after each change to its list of modules;
+    // it is followed until the list is consistent and holds a thread
+    // library, before any code of the program runs.
+    const auto* loader = target_.modules().find("ld-linux");
+    if (loader == nullptr)
+        return;
+    if (loader != target_.modules().main_executable()) {
+        auto regs = ptrace::registers::read(tid_t{target_.pid()});
+        if (!regs || target_.modules().containing(regs->pc()) != loader)
+            return;  // the program's own code runs: its loader is done
+    }
+    auto notify = loader->lookup("_dl_debug_state");
+    auto rdebug = loader->lookup("_r_debug");
     if (!notify || !rdebug)
         return;  // not the loader
     auto& process = target_.process();
     for (int change = 0; change < max_loader_notifications && target_.agent() == nullptr && process.is_alive();
          ++change) {
-        process.run_to(notify->address, "a thread library");
+        if (!process.run_to(notify->address))
+            return;  // it died on the way: its end is queued for the pump
         process.release_all();  // still held once, as launch() left it
         std::int32_t state = -1;
         if (!process.memory().read_value(rdebug->address + offsetof(struct r_debug, r_state), state) ||
@@ -470,7 +509,10 @@ void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& 
     routing_.forget();   // its sites went with the image
     births_.forget_all();
     changes_.new_epoch();
-    ptrace::run_to_entry(target_.process());
+    // A fatal signal just after the exec kills the new image before its
+    // entry point: nothing to resolve, its end is queued for the pump.
+    if (!ptrace::run_to_entry(target_.process()))
+        return;
     load_symbols();
     // `env ... ld.so PROG`: the new image is the loader, and libc comes later.
     if (target_.agent() == nullptr)

@@ -51,8 +51,10 @@ struct session_event {
 
 class session final {
 public:
-    /// Attaches to a running process (SPEC §4). Throws tdctl::error with one
-    /// actionable line when the attach cannot be done, or (os, EINTR) when
+    /// Attaches to a running process (SPEC §4); an attach that meets an exec
+    /// under way is made again once it is done (for up to 1 s). Throws
+    /// tdctl::error with one actionable line when the attach cannot be
+    /// done, or (os, EINTR) when
     /// cancel_fd became readable meanwhile (everything seized is let go).
     /// Without `with_agent`, a libtdagent.so the target dlopen()ed is passed
     /// by (it sees none of the calls: nptl serves); one preloaded or linked
@@ -152,9 +154,11 @@ private:
     /// Reads the target's modules and finds its thread library; the parts
     /// that depend on it start over. `early`: see live_target::read_modules().
     void load_symbols(std::optional<symbols::module_set> early = std::nullopt);
-    /// Launch through an explicitly named loader: runs it from one
-    /// _dl_debug_state notification to the next until a thread library is
-    /// mapped (at most max_loader_notifications). Returns held.
+    /// Launch through an explicitly named loader, or an attach just after an
+    /// exec while the loader runs (the leader's pc in its code): runs the
+    /// leader from one _dl_debug_state notification to the next until a
+    /// thread library is mapped (at most max_loader_notifications). Returns
+    /// held as it found it.
     void follow_loader();
     static constexpr int max_loader_notifications = 64;
 

@@ -20,7 +20,7 @@ struct kind_shape {
     std::size_t fields;  ///< exact count; "thread"'s label takes the rest of the line
 };
 
-constexpr std::array<kind_shape, 10> kinds{{
+constexpr std::array<kind_shape, 11> kinds{{
     {"start", 1},
     {"thread", 3},
     {"exit", 1},
@@ -31,6 +31,7 @@ constexpr std::array<kind_shape, 10> kinds{{
     {"opened", 0},
     {"mutex", 1},
     {"done", 0},
+    {"image", 1},
 }};
 
 [[noreturn]] void malformed(std::size_t line_number, std::string_view line, std::string_view why)
