@@ -112,6 +112,17 @@ std::optional<int> reap_after_detach(pid_t pid, waiter& wait, std::vector<tid_t>
     return leader_status;
 }
 
+/// Seizes each task of `tids` that is not ours yet (nor a clone child met
+/// early) and adds it to `tasks`; each seize bounded (seize_bound: an exec
+/// under way would hold one for ever). Throws as seize_task().
+void seize_each(pid_t pid, const std::vector<tid_t>& tids, task_table& tasks, const task_births& births)
+{
+    seize_bound bound;
+    for (tid_t tid : tids)
+        if (!tasks.contains(tid) && !births.is_met_early(tid) && seize_task(pid, tid, false))
+            tasks.add(tid);
+}
+
 /// Takes run_to()'s site at `where` out: reason count zero, bytes restored.
 void take_site_out(site_table& sites, change_journal& journal, target_addr where)
 {
@@ -193,15 +204,7 @@ std::unique_ptr<traced_process> traced_process::attach(pid_t pid, int cancel_fd)
     // found by the pass below, once every seized task is stopped — a second
     // listing here would only repeat its work (a listing of /proc/PID/task
     // costs about 1.3 µs a thread).
-    {
-        seize_bound bound;  // an exec under way would hold a seize for ever
-        for (tid_t tid : procfs::list_tasks(pid)) {
-            if (p->tasks_.contains(tid) || p->births_.is_met_early(tid))
-                continue;
-            if (seize_task(pid, tid, false))
-                p->tasks_.add(tid);
-        }
-    }
+    seize_each(pid, procfs::list_tasks(pid), p->tasks_, p->births_);
     throw_if_cancelled(p->cancel_fd_, pid);
     p->stop_all();
     // A task seized while it was inside clone() makes an untraced thread
@@ -219,12 +222,7 @@ std::unique_ptr<traced_process> traced_process::attach(pid_t pid, int cancel_fd)
             break;
         if (pass == 1000)
             throw error::target(fmt::format("process {} creates threads faster than they can be attached", pid));
-        {
-            seize_bound bound;
-            for (tid_t tid : strangers)
-                if (seize_task(pid, tid, false))
-                    p->tasks_.add(tid);
-        }
+        seize_each(pid, strangers, p->tasks_, p->births_);
         p->stopper_->stop_running(false, p->cancel_fd_);
     }
     for (auto& [tid, t] : p->tasks_) {
