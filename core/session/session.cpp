@@ -165,6 +165,10 @@ void session::follow_loader()
     if (loader == nullptr)
         return;
     if (loader != target_.modules().main_executable()) {
+        // Only while the loader has not mapped libc yet: it notifies again
+        // once it has. (Later its code runs too: lazy binding, dlopen.)
+        if (target_.modules().find("libc.so") != nullptr)
+            return;
         auto regs = ptrace::registers::read(tid_t{target_.pid()});
         if (!regs || target_.modules().containing(regs->pc()) != loader)
             return;  // the program's own code runs: its loader is done
