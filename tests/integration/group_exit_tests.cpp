@@ -39,7 +39,7 @@ TEST_SUITE("regressions")
             auto tdctl = child_process::spawn({tdctl_path(), "-p", std::to_string(target.pid()), "-e", "sleep 100"});
             auto tdctl_status = tdctl.wait_exit(tdctl_bound);
             REQUIRE_MESSAGE(tdctl_status.has_value(), "tdctl hung; stderr: ", tdctl.stderr_text());
-            CHECK(tdctl_status->is_success());
+            CHECK_MESSAGE(tdctl_status->is_success(), tdctl_status->describe(), "; stderr: ", tdctl.stderr_text());
             auto status = target.require_exit(10s);
             CHECK_MESSAGE(status.exit_code() == 7, status.describe());
         }
