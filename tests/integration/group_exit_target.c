@@ -8,17 +8,29 @@
  *                                    exit(7) after SECONDS, while main waits
  *                                    in pause(): the leader is killed by the
  *                                    group exit of a thread
- *   group_exit_target all-exit SECONDS eight threads and main spin, then all
- *                                    call _exit(7) at once after SECONDS
- * Prints "ready" once the spawners run. */
+ *   group_exit_target all-exit SECONDS eight threads wait at a barrier; after
+ *                                    SECONDS main joins them and all nine
+ *                                    call _exit(7) at once
+ * Prints "ready" once the spawners run. In thread-exit and all-exit modes it
+ * prints "exit NS" (CLOCK_MONOTONIC, ns) just before the exit, so a test can
+ * time what comes after. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static double seconds = 1.0;
+
+static void say_exit_time(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    printf("exit %lld\n", (long long)now.tv_sec * 1000000000LL + now.tv_nsec);
+    fflush(stdout);
+}
 
 static void *leaf(void *arg)
 {
@@ -50,6 +62,7 @@ static void *exiter(void *arg)
 {
     (void)arg;
     usleep((useconds_t)(seconds * 1e6));
+    say_exit_time();
     exit(7);
 }
 
@@ -88,6 +101,7 @@ int main(int argc, char **argv)
         printf("ready\n");
         fflush(stdout);
         usleep((useconds_t)(seconds * 1e6));
+        say_exit_time();
         exit_together(NULL);
     }
     if (strcmp(argv[1], "thread-exit") == 0) {

@@ -611,25 +611,35 @@ TEST_SUITE("do no harm")
         auto target = start_storm();
         run_options slow;
         slow.env = {{"LD_PRELOAD", SLOW_WAIT_SHIM}, {"TDCTL_SHIM_WAIT", "delay"}};
+        // Each round runs the same session without the shim first: the
+        // bounds below are taken against it, so a loaded host slows both.
+        double fastest_plain = 1e9, fastest_slow = 1e9;
         for (int round = 0; round < 3; ++round) {
             CAPTURE(round);
-            auto start = std::chrono::steady_clock::now();
-            auto run = run_tdctl({"-p", std::to_string(target.pid()), "-e", "watch --for 2"}, 60s, slow);
-            double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            INFO(run.describe());
-            MESSAGE(fmt::format("watch --for 2 with slow waitpid took {:.2f} s", seconds));
-            CHECK(run.result.status.exit_code() == 0);
-            CHECK(run.result.out.find("watch:") != std::string::npos);
-            // The bound. It once took more than a minute (a deadline
-            // that did not hold), then 3.2-3.4 s: detach's stop-all took each
-            // of ~45 threads' stops with its own 20 ms waitpid(); now most are
-            // read with PTRACE_GETSIGINFO (2.3 s here, 2.4 s beside two busy
-            // loops).
-            CHECK(seconds < 3.0);
-            CHECK(traced_leftovers(target.pid()).empty());
-            CHECK(nptl_changes_left(target.pid()).empty());
-            REQUIRE(!target.wait_exit(0ms));
+            for (bool shimmed : {false, true}) {
+                auto start = std::chrono::steady_clock::now();
+                auto run = run_tdctl({"-p", std::to_string(target.pid()), "-e", "watch --for 2"}, 60s,
+                                     shimmed ? slow : run_options{});
+                double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+                INFO(run.describe());
+                CHECK(run.result.status.exit_code() == 0);
+                CHECK(run.result.out.find("watch:") != std::string::npos);
+                // The deadline holds: it once took more than a minute.
+                CHECK(seconds < 12.0);
+                CHECK(traced_leftovers(target.pid()).empty());
+                CHECK(nptl_changes_left(target.pid()).empty());
+                REQUIRE(!target.wait_exit(0ms));
+                double& fastest = shimmed ? fastest_slow : fastest_plain;
+                fastest = std::min(fastest, seconds);
+            }
         }
+        MESSAGE(fmt::format("watch --for 2, fastest of 3: {:.2f} s with every waitpid 20 ms slow, {:.2f} s without",
+                            fastest_slow, fastest_plain));
+        // Then it took 3.2-3.4 s, about 1.2 s more than without the shim:
+        // detach's stop-all took each of ~45 threads' stops with its own
+        // 20 ms waitpid(); now most are read with PTRACE_GETSIGINFO (0.2-0.3
+        // s more than without the shim here).
+        CHECK(fastest_slow - fastest_plain < 0.7);
         CHECK(target.send_signal(SIGKILL));
     }
 
