@@ -2,6 +2,8 @@
 // detached or gone, so the prompt goes on after a `detach` or an exit.
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include "base/error.hpp"
 #include "base/quoting.hpp"
 #include "cmd/commands.hpp"
@@ -62,6 +64,8 @@ command_status cmd_run(command_context& c, const words& w, const std::string& wh
         return command_status::failed;
     ptrace::launch_options launch;
     launch.argv.assign(w.begin() + 1, w.end());
+    // Typed at a terminal: its Ctrl-C ends tdctl's command, not the program.
+    launch.prompt_takes_interrupts = ::isatty(STDIN_FILENO) != 0;
     c.target.release();
     try {
         // Held at its entry point, as a launch with -i: `continue`, `watch`

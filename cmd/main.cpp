@@ -384,12 +384,20 @@ std::FILE* open_output(const cli_options& opts)
     return out_file;
 }
 
+// Whether the interactive prompt follows the -e/-x commands: on a terminal,
+// unless --batch; for a launch only with -i.
+bool wants_prompt(const cli_options& opts)
+{
+    return !opts.batch && ::isatty(STDIN_FILENO) != 0 && (!opts.launched() || opts.interactive);
+}
+
 // The launch of `opts.program`, with libtdagent.so preloaded for --agent;
 // nullopt (after an error record) when the agent cannot be found.
 std::optional<ptrace::launch_options> launch_options_for(const cli_options& opts, cmd::output& out)
 {
     ptrace::launch_options launch;
     launch.argv = opts.program;
+    launch.prompt_takes_interrupts = wants_prompt(opts);
     if (!opts.agent)
         return launch;
     auto path = find_agent_library();
@@ -665,7 +673,7 @@ int run_session(const cli_options& opts, const std::vector<script_line>& scripts
         run.set_trace(trace.get());
     }
     const bool stdin_tty = ::isatty(STDIN_FILENO) != 0;
-    const bool want_repl = !opts.batch && stdin_tty && (!opts.launched() || opts.interactive);
+    const bool want_repl = wants_prompt(opts);
     cmd::batch commands(run, out, want_repl);
     const session_run s{opts, out_file, out, signals, run, commands, want_repl, trace.get()};
     run_commands(s, scripts, stdin_tty);

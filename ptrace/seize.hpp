@@ -22,6 +22,11 @@ inline constexpr long trace_options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXIT |
 struct launch_options {
     std::vector<std::string> argv;                 ///< argv[0] is looked up in PATH
     std::vector<std::string> extra_env;            ///< "NAME=value", set in the child
+    /// A prompt owns the session: a Ctrl-C at the terminal (which also
+    /// reaches the program, in tdctl's process group) is the user's
+    /// interrupt of tdctl and is not delivered to the program
+    /// (terminal_interrupts.hpp).
+    bool prompt_takes_interrupts = false;
 };
 
 /// PTRACE_SEIZE of task tid of process pid with trace_options. True when

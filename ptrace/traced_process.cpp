@@ -239,6 +239,7 @@ std::unique_ptr<traced_process> traced_process::launch(const launch_options& opt
     auto wait = std::make_unique<waiter>();
     started_program started = start_traced(opts, *wait);
     std::unique_ptr<traced_process> p(new traced_process(started.pid, true, std::move(wait)));
+    p->terminal_interrupts_ = terminal_interrupts(opts.prompt_takes_interrupts);
     p->tasks_.add(tid_t{started.pid}).note_status(started.exec_stop);
     p->open_memory();
     if (!run_to_entry(*p))
@@ -466,6 +467,10 @@ std::optional<stop_event> traced_process::on_signal_stop(task& t, int sig)
     if (sig == SIGCONT)
         for (auto& [id, other] : tasks_)
             other->in_group_stop = false;
+    if (terminal_interrupts_.takes(t.tid(), sig)) {
+        restart_if_free(t);
+        return std::nullopt;
+    }
     t.keep_signal(sig);
     restart_if_free(t);
     return std::nullopt;

@@ -24,6 +24,7 @@
 #include "ptrace/registers_x86_64.hpp"
 #include "ptrace/seize.hpp"
 #include "ptrace/sigtrap_guard.hpp"
+#include "ptrace/terminal_interrupts.hpp"
 #include "ptrace/site_table.hpp"
 #include "ptrace/stop_event.hpp"
 #include "ptrace/stop_router.hpp"
@@ -199,6 +200,7 @@ private:
     site_table sites_;
     task_births births_;
     sigtrap_guard sigtrap_guard_;
+    terminal_interrupts terminal_interrupts_;  // launched under a prompt: a Ctrl-C is tdctl's
     std::deque<stop_event> queue_;
     std::unique_ptr<stepper> stepper_;        // with memory_ (open_memory)
     std::unique_ptr<task_stopper> stopper_;   // with memory_ (open_memory)

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -191,5 +192,50 @@ TEST_SUITE("prompt")
         CHECK_MESSAGE(WIFEXITED(*status), tdctl.screen());
         CHECK_MESSAGE(WEXITSTATUS(*status) == 0, tdctl.screen());
         CHECK(tracer_pid(target.pid()) == 0);
+    }
+
+    // A launched program is in tdctl's process group, so the terminal's
+    // Ctrl-C reached it too: meant to end `watch` at the prompt, it killed
+    // the program ("process N killed by SIGINT"). Under a prompt (-i, or
+    // `run` typed at it) the terminal's interrupt is tdctl's, as under gdb;
+    // a SIGINT sent with kill(2) still reaches the program.
+    TEST_CASE("launched under the prompt: Ctrl-C ends watch and the program lives; kill -INT still reaches it")
+    {
+        require_ptrace();
+        temp_home home;
+        pty_process tdctl({tdctl_path(), "-i", "--", fixture_path("sleeper"), "2"}, test_terminal(home));
+        auto interrupt_watch = [&](const std::string& what) {
+            INFO(what);
+            const std::string launched = "launched process ";
+            REQUIRE_MESSAGE(tdctl.wait_for(launched, 20s), tdctl.tail());
+            REQUIRE_MESSAGE(tdctl.wait_for(prompt, 20s), tdctl.tail());
+            const std::string& screen = tdctl.screen();
+            pid_t pid = static_cast<pid_t>(std::strtol(screen.c_str() + screen.rfind(launched) + launched.size(),
+                                                       nullptr, 10));
+            REQUIRE(pid > 0);
+            REQUIRE(tdctl.type("watch\r"));
+            std::this_thread::sleep_for(500ms);
+            const std::size_t from = tdctl.screen().size();
+            REQUIRE(tdctl.type("\x03"));
+            REQUIRE_MESSAGE(tdctl.wait_for(prompt, 10s), tdctl.tail());
+            REQUIRE(tdctl.type("threads\r"));
+            REQUIRE_MESSAGE(tdctl.wait_for(fmt::format("process {} (sleeper)", pid), 10s), tdctl.tail());
+            CHECK_MESSAGE(tdctl.screen().find("killed by SIGINT", from) == std::string::npos, tdctl.tail());
+            CHECK(::kill(pid, 0) == 0);
+            return pid;
+        };
+        pid_t first = interrupt_watch("-i -- sleeper 2");
+        REQUIRE(::kill(first, SIGINT) == 0);
+        REQUIRE_MESSAGE(tdctl.wait_for(fmt::format("process {} killed by SIGINT", first), 10s), tdctl.tail());
+
+        REQUIRE(tdctl.type(fmt::format("run {} 1\r", fixture_path("sleeper"))));
+        pid_t second = interrupt_watch("run sleeper 1");
+        REQUIRE(tdctl.type("kill\r"));
+        REQUIRE_MESSAGE(tdctl.wait_for(fmt::format("process {} killed by SIGKILL", second), 10s), tdctl.tail());
+        REQUIRE(tdctl.type("quit\r"));
+        auto status = tdctl.wait_exit(20s);
+        REQUIRE_MESSAGE(status.has_value(), tdctl.tail());
+        // The last program's status (killed by SIGKILL: 128 + 9).
+        CHECK_MESSAGE((WIFEXITED(*status) && WEXITSTATUS(*status) == 128 + SIGKILL), tdctl.tail());
     }
 }
