@@ -29,14 +29,17 @@ constexpr long sys_execve = 59, sys_execveat = 322;  // x86_64
 constexpr int zombie_leader_tries = 100;
 constexpr int zombie_leader_pause_us = 2000;
 
-std::optional<std::string> transition_text(pid_t pid, const std::string& name)
+std::string transition_text(pid_t pid, const std::string& name, process_transition t)
 {
-    auto t = process_in_transition(pid);
-    if (!t)
-        return std::nullopt;
-    if (*t == process_transition::exiting)
+    if (t == process_transition::exiting)
         return fmt::format("process {} ({}) is exiting: there is nothing left to attach to", pid, name);
     return fmt::format("process {} ({}) is in the middle of an exec; attach again once it is done", pid, name);
+}
+
+// The refusal of precheck_attach() for a plain message.
+std::optional<attach_refusal> refused(std::string why)
+{
+    return attach_refusal{std::move(why), std::nullopt};
 }
 
 std::string tracer_text(pid_t tracer)
@@ -66,42 +69,43 @@ std::optional<process_transition> process_in_transition(pid_t pid)
     return killed ? std::optional(process_transition::exiting) : std::nullopt;
 }
 
-std::optional<std::string> precheck_attach(pid_t pid)
+std::optional<attach_refusal> precheck_attach(pid_t pid)
 {
     if (pid <= 0)
-        return fmt::format("{} is not a valid process ID", pid);
+        return refused(fmt::format("{} is not a valid process ID", pid));
     if (pid == ::getpid() || (g_controller_process != 0 && pid == g_controller_process))
-        return fmt::format("process {} is tdctl itself; a process cannot trace itself", pid);
+        return refused(fmt::format("process {} is tdctl itself; a process cannot trace itself", pid));
     auto status = procfs::read_status(pid);
     if (!status)
-        return fmt::format("no such process: {}", pid);
+        return refused(fmt::format("no such process: {}", pid));
     if (status->tgid != 0 && status->tgid != pid)
-        return fmt::format("{} is a thread of process {}; attach to the process instead", pid, status->tgid);
+        return refused(fmt::format("{} is a thread of process {}; attach to the process instead", pid, status->tgid));
     if (auto stat = procfs::read_task_stat(pid, tid_t{pid}); stat && (stat->flags & pf_kthread) != 0)
-        return fmt::format("process {} ({}) is a kernel thread and cannot be traced", pid, status->name);
+        return refused(fmt::format("process {} ({}) is a kernel thread and cannot be traced", pid, status->name));
     // An exec from another thread passes through a dead leader with threads
     // (it waits for the leader to be reaped): give it a moment to end.
     for (int tries = 0; status->state == 'Z' && status->threads > 1 && tries < zombie_leader_tries; ++tries) {
         ::usleep(zombie_leader_pause_us);
         status = procfs::read_status(pid);
         if (!status)
-            return fmt::format("no such process: {}", pid);
+            return refused(fmt::format("no such process: {}", pid));
     }
     if (status->state == 'Z' && status->threads > 1)
-        if (auto why = transition_text(pid, status->name))
-            return why;
+        if (auto t = process_in_transition(pid))
+            return attach_refusal{transition_text(pid, status->name, *t), t};
     if (status->state == 'Z' && status->threads > 1)
-        return fmt::format("the main thread of process {} ({}) has exited (pthread_exit) while {} other threads run; "
-                           "tdctl cannot attach to such a process yet",
-                           pid, status->name, status->threads - 1);
+        return refused(fmt::format("the main thread of process {} ({}) has exited (pthread_exit) while {} other "
+                                   "threads run; tdctl cannot attach to such a process yet",
+                                   pid, status->name, status->threads - 1));
     if (status->state == 'Z')
-        return fmt::format("process {} ({}) is a zombie: it has exited and cannot be traced", pid, status->name);
+        return refused(
+            fmt::format("process {} ({}) is a zombie: it has exited and cannot be traced", pid, status->name));
     if (status->tracer_pid != 0) {
         if (status->tracer_pid == ::getpid())
-            return fmt::format("process {} is already traced by this tdctl", pid);
-        return fmt::format("process {} ({}) is already traced by {}; a process can have only one tracer — "
-                           "detach that one first",
-                           pid, status->name, tracer_text(status->tracer_pid));
+            return refused(fmt::format("process {} is already traced by this tdctl", pid));
+        return refused(fmt::format("process {} ({}) is already traced by {}; a process can have only one tracer — "
+                                   "detach that one first",
+                                   pid, status->name, tracer_text(status->tracer_pid)));
     }
     return std::nullopt;
 }
@@ -112,8 +116,8 @@ std::string explain_seize_failure(pid_t pid, int err)
     if (err == ESRCH || !status)
         return fmt::format("no such process: {}", pid);
     if (err == EPERM) {
-        if (auto why = transition_text(pid, status->name))
-            return *why;
+        if (auto t = process_in_transition(pid))
+            return transition_text(pid, status->name, *t);
         if (status->tracer_pid != 0)
             return fmt::format("cannot attach to process {} ({}): already traced by {}", pid, status->name,
                                tracer_text(status->tracer_pid));

@@ -12,15 +12,24 @@ namespace tdctl::ptrace {
 /// this tracer): precheck_attach() refuses it as it refuses tdctl itself.
 void note_controller_process(pid_t pid);
 
-/// Checks that need no ptrace call: the PID exists, is not tdctl itself, is
-/// not a kernel thread, is not already traced. Returns the message, or
-/// std::nullopt when an attach may be tried.
-std::optional<std::string> precheck_attach(pid_t pid);
-
 /// A process between two states an attach cannot meet: its tasks are being
 /// killed or are past do_exit (exit_group, a fatal signal), or one of them
 /// is inside execve(2) while the kernel kills the others.
 enum class process_transition { exiting, execing };
+
+/// Why precheck_attach() refuses: the message, and the transition the
+/// process was found in when that is the reason (an exec passes by itself:
+/// the caller may try again).
+struct attach_refusal {
+    std::string why;
+    std::optional<process_transition> transition;
+};
+
+/// Checks that need no ptrace call: the PID exists, is not tdctl itself, is
+/// not a kernel thread, is not already traced, is not exiting or exec'ing
+/// with a dead leader. Returns the refusal, or std::nullopt when an attach
+/// may be tried.
+std::optional<attach_refusal> precheck_attach(pid_t pid);
 /// Which, when process `pid` is in one now: a task with SIGKILL pending
 /// (/proc/PID/task/TID/status SigPnd: exit_group and exec's de_thread add it
 /// to every other thread) or with PF_EXITING (stat flags); exec'ing when a

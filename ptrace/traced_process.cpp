@@ -185,9 +185,9 @@ void traced_process::mark_process_gone(int raw_status)
 
 std::unique_ptr<traced_process> traced_process::attach(pid_t pid, int cancel_fd)
 {
-    if (auto why = precheck_attach(pid))
-        throw error(error_domain::target,
-                    process_in_transition(pid) == process_transition::execing ? exec_under_way : 0, *why);
+    if (auto refusal = precheck_attach(pid))
+        throw error(error_domain::target, refusal->transition == process_transition::execing ? exec_under_way : 0,
+                    refusal->why);
 
     // The leader first: a process that ends before its seize (a storm at
     // its exit) is refused before any traced_process owns it.
