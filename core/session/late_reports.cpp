@@ -69,7 +69,10 @@ bool late_reports::all_ran(const std::unordered_map<pid_t, std::uint64_t>& cpu_b
     for (tid_t lwp : target_.process().tids()) {
         auto st = target_.files().stat(lwp);
         auto ss = target_.files().schedstat(lwp);
-        if (!st || !ss || !may_be_in_window(st->state))
+        // One in do_exit (PF_EXITING: a group exit, a fatal signal) runs no
+        // code of its own again, whatever its state.
+        constexpr unsigned pf_exiting = 0x4;
+        if (!st || !ss || !may_be_in_window(st->state) || (st->flags & pf_exiting) != 0)
             continue;
         auto it = cpu_before.find(lwp.value);
         if (it != cpu_before.end() && ss->cpu_ns - it->second < settle_cpu_ns)
