@@ -15,10 +15,9 @@
 
 namespace tdctl::ptrace {
 
-/// The events every seized task reports. TRACESYSGOOD: a syscall-stop
-/// (traced_process::run_alone to a system call) is never taken for a SIGTRAP.
+/// The events every seized task reports.
 inline constexpr long trace_options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXIT | PTRACE_O_TRACEEXEC |
-                                      PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACESYSGOOD;
+                                      PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
 
 struct launch_options {
     std::vector<std::string> argv;                 ///< argv[0] is looked up in PATH

@@ -532,12 +532,12 @@ void traced_process::resume(tid_t tid)
         restart(*t);
 }
 
-std::optional<stop_event> traced_process::run_alone(tid_t tid, int timeout_ms, bool to_syscall)
+std::optional<stop_event> traced_process::run_alone(tid_t tid, int timeout_ms)
 {
     task* t = tasks_.find(tid);
     if (t == nullptr || !is_live_stop(t->state()) || gone_)
         return std::nullopt;
-    restart(*t, to_syscall ? PTRACE_SYSCALL : PTRACE_CONT);
+    restart(*t);
     std::optional<wait_status> ws;
     for (int waited = 0; !ws && waited < timeout_ms; ++waited) {
         taken_status taken = waiter_->try_wait(tid);
@@ -562,7 +562,7 @@ std::optional<stop_event> traced_process::run_alone(tid_t tid, int timeout_ms, b
     return ev;
 }
 
-void traced_process::restart(task& t, __ptrace_request request)
+void traced_process::restart(task& t)
 {
     if (!t.is_stopped())
         return;
@@ -572,7 +572,7 @@ void traced_process::restart(task& t, __ptrace_request request)
     } else {
         if (t.hit)
             stepper_->step_over(t);
-        err = ptrace_call(request, t.tid(), nullptr, as_ptr(t.pending_signal));
+        err = ptrace_call(PTRACE_CONT, t.tid(), nullptr, as_ptr(t.pending_signal));
         if (t.in_group_stop && err == 0)
             t.in_group_stop = false;
     }

@@ -100,10 +100,7 @@ public:
     /// an exit; the owner handles it), std::nullopt when it stopped only for
     /// the interrupt or is gone. For a thread that must finish a few
     /// instructions before a detach (a creator between its clone and its push).
-    /// With `to_syscall`, it also stops at the entry of its next system call
-    /// (PTRACE_SYSCALL; a stop that is not the owner's, so std::nullopt) and
-    /// is left there.
-    std::optional<stop_event> run_alone(tid_t tid, int timeout_ms, bool to_syscall = false);
+    std::optional<stop_event> run_alone(tid_t tid, int timeout_ms);
 
     /// Stops every running task and waits until all are stopped; nests.
     /// Stops that arrive meanwhile are queued for next_event().
@@ -180,9 +177,7 @@ private:
     void leave_to_owner(const stop_event& ev);
 
     // ---- run control
-    /// Restarts t with `request` (PTRACE_CONT, or PTRACE_SYSCALL) unless it
-    /// is group-stopped (PTRACE_LISTEN).
-    void restart(task& t, __ptrace_request request = PTRACE_CONT);
+    void restart(task& t);
     /// Restarts t unless a hold is on or the owner has yet to handle its stop.
     void restart_if_free(task& t);
 

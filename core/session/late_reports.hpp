@@ -9,7 +9,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -59,24 +58,6 @@ private:
     /// Runs each creator seen at a clone stop while settling, and not at a
     /// site since, alone until it stops again (its push taken at the site).
     void let_creators_push(const silent_stop_handler& handle);
-    /// The exact end of the settling, with every thread held: each thread
-    /// that may still be between a decision to report and its push runs
-    /// alone to its next system call (run_alone to_syscall), its push taken
-    /// at the site on the way. No such window holds a system call but the
-    /// creator's clone, which it is run through (its clone stop taken on
-    /// the way); so a thread stopped in a system call is outside every
-    /// window, and one that reaches its next one other than clone has left
-    /// any it was in (a decision made after the settings went back is not
-    /// to report). Skipped under a hold of the user's (nothing ran).
-    void let_window_threads_pass(const silent_stop_handler& handle);
-    /// Runs `tid` alone to its next system call, each stop on the way to
-    /// `handle`; gives up (log) once it has had window_pass_cpu_ns of CPU
-    /// without one (it spins, outside any window) or window_pass_max_ms.
-    void pass_to_syscall(tid_t tid, const silent_stop_handler& handle);
-    /// The system call `tid`, stopped, is in or just past (orig_rax set and
-    /// the two bytes before its pc a `syscall`); std::nullopt when it is
-    /// stopped in code of its own.
-    std::optional<long> syscall_of_stop(tid_t tid);
 
     live_target& target_;
     birth_policy& births_;
@@ -97,17 +78,6 @@ private:
     // many rounds (a creator may clone again meanwhile).
     static constexpr int creator_run_ms = 20;
     static constexpr int max_creator_rounds = 3;
-    // A thread run alone to its next system call: past every window once it
-    // has had this much CPU without one (a window is a few hundred
-    // instructions) ...
-    static constexpr std::uint64_t window_pass_cpu_ns = 1000000;
-    // ... looked at every so many ms, for at most so long (a thread that gets
-    // no CPU at all on a loaded host).
-    static constexpr int window_pass_slice_ms = 2;
-    static constexpr int window_pass_max_ms = 2000;
-    // The stops one pass may take on the way (a site, a clone, a signal).
-    static constexpr int window_pass_max_stops = 16;
-    bool threads_ran_ = false;  // run_until_settled let the threads run
 };
 
 }  // namespace tdctl::core

@@ -14,7 +14,6 @@
 #include <csignal>
 #include <map>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -435,46 +434,4 @@ TEST_CASE("launched: a stop at a TD_CREATE, bt all, continue, then the detach wh
         REQUIRE(exits.size() == 1);
         REQUIRE(int_field(exits[0], "status") == 0);
     }
-}
-
-TEST_CASE("detach after watch with threads spinning in user code: each is run to a system call or 1 ms of CPU, "
-          "20 rounds, the target spins on untraced")
-{
-    // The end of the settling before the sites go: a thread held outside a
-    // system call may be between glibc's decision to report and its push,
-    // so it runs alone to its next system call (its report, if any, taken
-    // at the site on the way). Threads that spin never make one: each must
-    // be let go after a little CPU, and the detach must leave them running.
-    require_attach();
-    temp_file record("busy-record");
-    auto target = child_process::spawn({fixture_path("busy"), "--record", record.path(), "4", "1", "0"});
-    REQUIRE(wait_until([&] { return task_tids(target.pid()).size() == 6; }, 10s));
-    auto cpu_ticks = [&] {
-        auto stat = read_text_file(fmt::format("/proc/{}/stat", target.pid())).value_or("");
-        auto fields = stat.substr(stat.rfind(')') + 2);
-        std::istringstream in(fields);
-        std::string skip;
-        for (int i = 3; i < 14; ++i)
-            in >> skip;
-        long utime = 0, stime = 0;
-        in >> utime >> stime;
-        return utime + stime;
-    };
-    int passes = 0;
-    for (int round = 0; round < 20; ++round) {
-        CAPTURE(round);
-        auto run = run_tdctl({"--debug", "-p", std::to_string(target.pid()), "-e", "watch --for 0.1"}, 30s);
-        INFO(run.describe());
-        REQUIRE(run.result.status.exit_code() == 0);
-        if (run.result.err.find("threads outside a system call run alone") != std::string::npos)
-            ++passes;
-        CHECK(traced_tasks(target.pid(), "t").empty());
-        REQUIRE(!target.wait_exit(0ms));
-        // The spinners run on: the process gains CPU time after the detach.
-        const long before = cpu_ticks();
-        CHECK(wait_until([&] { return cpu_ticks() > before + 5; }, 5s));
-    }
-    // The spinners were outside a system call at most ends of the watch.
-    CHECK_MESSAGE(passes > 0, "no round ran a spinning thread to its next system call");
-    MESSAGE(passes, " of 20 detaches ran spinning threads alone first");
 }
