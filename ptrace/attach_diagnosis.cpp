@@ -15,11 +15,8 @@ namespace tdctl::ptrace {
 
 namespace {
 
-constexpr unsigned pf_kthread = 0x00200000;
-
 pid_t g_controller_process = 0;
 
-constexpr unsigned pf_exiting = 0x00000004;
 constexpr std::uint64_t sigkill_bit = std::uint64_t{1} << (SIGKILL - 1);
 constexpr long sys_execve = 59, sys_execveat = 322;  // x86_64
 
@@ -63,7 +60,7 @@ std::optional<process_transition> process_in_transition(pid_t pid)
         auto stat = procfs::read_task_stat(pid, tid);
         const bool zombie_leader = tid.value == pid && st && st->state == 'Z';
         if (!zombie_leader && ((st && (st->signals_pending & sigkill_bit) != 0) ||
-                               (stat && (stat->flags & pf_exiting) != 0)))
+                               (stat && (stat->flags & procfs::pf_exiting) != 0)))
             killed = true;
     }
     return killed ? std::optional(process_transition::exiting) : std::nullopt;
@@ -80,7 +77,7 @@ std::optional<attach_refusal> precheck_attach(pid_t pid)
         return refused(fmt::format("no such process: {}", pid));
     if (status->tgid != 0 && status->tgid != pid)
         return refused(fmt::format("{} is a thread of process {}; attach to the process instead", pid, status->tgid));
-    if (auto stat = procfs::read_task_stat(pid, tid_t{pid}); stat && (stat->flags & pf_kthread) != 0)
+    if (auto stat = procfs::read_task_stat(pid, tid_t{pid}); stat && (stat->flags & procfs::pf_kthread) != 0)
         return refused(fmt::format("process {} ({}) is a kernel thread and cannot be traced", pid, status->name));
     // An exec from another thread passes through a dead leader with threads
     // (it waits for the leader to be reaped): give it a moment to end.

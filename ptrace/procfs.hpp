@@ -58,6 +58,11 @@ status_info parse_status(std::string_view text);
 std::optional<status_info> read_status(pid_t pid);
 std::optional<status_info> read_task_status(pid_t pid, tid_t tid);
 
+/// PF_* flags of stat_info::flags (the kernel's include/linux/sched.h):
+/// in do_exit (runs no code of its own again); a kernel thread.
+inline constexpr unsigned pf_exiting = 0x00000004;
+inline constexpr unsigned pf_kthread = 0x00200000;
+
 /// Fields of /proc/PID/stat or /proc/PID/task/TID/stat (proc(5) numbering in
 /// comments). comm may contain spaces and ')': the fields after it are found
 /// from the last ')'.
@@ -66,7 +71,7 @@ struct stat_info {
     std::string comm;               ///< 2, without the parentheses
     char state = '?';               ///< 3
     pid_t ppid = 0;                 ///< 4
-    unsigned flags = 0;             ///< 9, PF_* flags (PF_KTHREAD = 0x00200000)
+    unsigned flags = 0;             ///< 9, PF_* flags (pf_exiting, pf_kthread)
     std::uint64_t minflt = 0;       ///< 10
     std::uint64_t majflt = 0;       ///< 12
     std::uint64_t utime = 0;        ///< 14, clock ticks

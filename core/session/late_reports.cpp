@@ -64,8 +64,7 @@ bool late_reports::all_ran(const std::unordered_map<pid_t, std::uint64_t>& cpu_b
         auto ss = target_.files().schedstat(lwp);
         // One in do_exit (PF_EXITING: a group exit, a fatal signal) runs no
         // code of its own again, whatever its state.
-        constexpr unsigned pf_exiting = 0x4;
-        if (!st || !ss || !may_be_in_window(st->state) || (st->flags & pf_exiting) != 0)
+        if (!st || !ss || !may_be_in_window(st->state) || (st->flags & procfs::pf_exiting) != 0)
             continue;
         auto it = cpu_before.find(lwp.value);
         if (it != cpu_before.end() && ss->cpu_ns - it->second < settle_cpu_ns)
