@@ -28,9 +28,6 @@ constexpr int reap_budget_ms = 100;
 
 void* as_ptr(long v) { return reinterpret_cast<void*>(v); }
 
-// Reaps the `dying` tasks and detaches the `in_vfork` ones once they stop,
-// for at most about a second; what is left stays in the vectors. Returns the
-// leader's status when it was among the dying and has ended.
 // The signal a task detached at `stop` goes on with: the one it stopped
 // for, but never a SIGSTOP (a newborn's first stop under PTRACE_TRACEME,
 // or an interrupt of ours): that would stop the whole process after us.
@@ -71,42 +68,62 @@ int detach_unknown_newborns(pid_t pid, waiter& wait, std::vector<pid_t> known, s
     return found;
 }
 
-std::optional<int> reap_after_detach(pid_t pid, waiter& wait, std::vector<tid_t>& dying, std::vector<tid_t>& in_vfork)
+// The tasks a detach could not let go at once: each is reaped, or detached
+// at the stop it makes next.
+struct left_at_detach {
+    /// Past their exit stop: reaped (the leader's status is the process's).
+    std::vector<tid_t> dying;
+    /// Not in a stop, one to come: a newborn before its first stop, or a
+    /// thread a SIGKILL (a group exit) woke from its stop as it was being
+    /// let go (PTRACE_DETACH failed, ESRCH), on its way to its exit stop.
+    /// Left traced, it would sit in that stop for as long as tdctl lives.
+    std::vector<tid_t> stop_to_come;
+    /// Blocked in vfork(): stops for our interrupt once its child execs or
+    /// exits.
+    std::vector<tid_t> in_vfork;
+    bool empty() const { return dying.empty() && stop_to_come.empty() && in_vfork.empty(); }
+};
+
+// Reaps the dying tasks and detaches the others at their next stop, for at
+// most about a second; what is left stays in `left`. Returns the leader's
+// status when it was among the dying and has ended.
+std::optional<int> reap_after_detach(pid_t pid, waiter& wait, left_at_detach& left)
 {
     // A traced thread that exits stays a zombie until its tracer reaps it, and
-    // the leader cannot be reaped before its threads: reap them here. A vfork
-    // parent stops for our interrupt once its child execs or exits: let it go
-    // then (with the signal it stopped for, if any). Reaping takes one
-    // waitpid() each, microseconds normally; when waitpid() is slow (a loaded
-    // host) threads other than the leader are reaped for at most
+    // the leader cannot be reaped before its threads: reap them here. Reaping
+    // takes one waitpid() each, microseconds normally; when waitpid() is slow
+    // (a loaded host) threads other than the leader are reaped for at most
     // reap_budget_ms: those left are released by the kernel when tdctl's
     // tracer exits, right after (exit_ptrace() frees a traced zombie thread).
+    // A task whose stop is to come has no such budget: were it left, it
+    // would stop for good.
     constexpr auto reap_budget = std::chrono::milliseconds(reap_budget_ms);
     const auto start = std::chrono::steady_clock::now();
     std::optional<int> leader_status;
-    for (int round = 0; round < 200 && !(dying.empty() && in_vfork.empty()); ++round) {
-        std::erase_if(dying, [&](tid_t tid) {
-            if (tid.value != pid && std::chrono::steady_clock::now() - start >= reap_budget)
-                return true;
-            taken_status taken = wait.try_wait(tid);
-            if (taken.status && tid.value == pid && taken.status->has_ended())
-                leader_status = taken.status->raw();
-            // Not dying after all: a thread born as the detach began, now at
-            // its first stop. Let it go, or it stays stopped for good.
-            if (taken.status && !taken.status->has_ended()) {
-                log::debug("detach: thread {} stopped instead of ending ({}): let go", tid.value,
-                           taken.status->to_string());
-                ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(signal_after_detach(*taken.status)));
-            }
-            return taken.status.has_value() || taken.no_child;
+    auto reaped_or_let_go = [&](tid_t tid) {
+        taken_status taken = wait.try_wait(tid);
+        if (taken.status && tid.value == pid && taken.status->has_ended())
+            leader_status = taken.status->raw();
+        if (taken.status && !taken.status->has_ended()) {
+            log::debug("detach: thread {} let go at its next stop ({})", tid.value, taken.status->to_string());
+            ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(signal_after_detach(*taken.status)));
+        }
+        return taken.status.has_value() || taken.no_child;
+    };
+    for (int round = 0; round < 200 && !left.empty(); ++round) {
+        std::erase_if(left.dying, [&](tid_t tid) {
+            return (tid.value != pid && std::chrono::steady_clock::now() - start >= reap_budget) ||
+                   reaped_or_let_go(tid);
         });
-        std::erase_if(in_vfork, [&wait](tid_t tid) {
+        std::erase_if(left.stop_to_come, reaped_or_let_go);
+        std::erase_if(left.in_vfork, [&wait](tid_t tid) {
+            // Stopped for our interrupt, or for a signal it goes on with.
             taken_status taken = wait.try_wait(tid);
             if (taken.status && !taken.status->has_ended())
                 ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(taken.status->signal_to_deliver()));
             return taken.status.has_value() || taken.no_child;
         });
-        if (!(dying.empty() && in_vfork.empty()))
+        if (!left.empty())
             ::usleep(5000);
     }
     return leader_status;
@@ -635,30 +652,35 @@ void traced_process::detach()
     }
     stepper_->clear_all_sites();
     sites_.remove_all(*journal_);
-    std::vector<tid_t> dying, in_vfork;
+    left_at_detach left;
     std::vector<pid_t> known;
     known.reserve(tasks_.size());
     for (auto& [tid, t] : tasks_) {
         known.push_back(tid.value);
         if (!t->is_stopped()) {
-            // Past its exit stop, or blocked in vfork(): cannot be detached
-            // now (or newborn, not at its first stop yet: reap_after_detach
-            // lets it go at that stop).
-            (t->state() == task_state::vfork_blocked ? in_vfork : dying).push_back(tid);
+            // Cannot be detached now: see left_at_detach.
+            (t->state() == task_state::vfork_blocked ? left.in_vfork
+             : t->is_exiting()                       ? left.dying
+                                                     : left.stop_to_come)
+                .push_back(tid);
             continue;
         }
         sigtrap_guard_.put_back(*t);
-        ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(t->pending_signal));
+        if (ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(t->pending_signal)) == ESRCH)
+            left.stop_to_come.push_back(tid);  // woken by a SIGKILL: its exit stop comes
     }
     if (int n = detach_unknown_newborns(pid_, *waiter_, std::move(known), std::chrono::milliseconds(reap_budget_ms)))
         log::debug("detach: {} thread(s) born during the detach let go", n);
-    if (auto leader_status = reap_after_detach(pid_, *waiter_, dying, in_vfork)) {
+    if (auto leader_status = reap_after_detach(pid_, *waiter_, left)) {
         exit_status_ = leader_status;  // the leader was dying too: its status is the process's
         gone_ = true;
     }
-    // The kernel lets a tracee go, with no stop pending, when its tracer exits.
-    for (tid_t tid : in_vfork)
+    // The kernel lets a tracee go, with no stop pending, when its tracer
+    // exits; a launched program's are let go as tdctl waits for its end.
+    for (tid_t tid : left.in_vfork)
         log::warning("thread {} is still inside vfork(); it is let go when tdctl exits", tid.value);
+    for (tid_t tid : left.stop_to_come)
+        log::warning("thread {} did not stop to be let go; it is let go when tdctl exits", tid.value);
     tasks_.clear();
     queue_.clear();
     detached_ = true;
@@ -714,6 +736,10 @@ std::optional<int> traced_process::wait_launched_exit(int timeout_ms)
             gone_ = true;
             return exit_status_;
         }
+        // A stop of a thread the detach could not let go (detach()): held
+        // there, it would keep the program from ever ending.
+        if (taken.status && !taken.status->has_ended() && detached_)
+            ptrace_call(PTRACE_DETACH, taken.tid, nullptr, as_ptr(signal_after_detach(*taken.status)));
         if (taken.status)
             continue;
         if (taken.no_child) {

@@ -123,7 +123,9 @@ public:
     void kill();
 
     /// For a launched process after detach(): wait for it to finish, at most
-    /// timeout_ms (-1: no bound). Returns the raw wait status.
+    /// timeout_ms (-1: no bound). Returns the raw wait status. A thread the
+    /// detach could not let go (woken from its stop by a group exit's
+    /// SIGKILL, say) is let go at the stop it makes meanwhile.
     std::optional<int> wait_launched_exit(int timeout_ms);
 
     /// Runs a launched process (only its leader may run: before its program

@@ -11,6 +11,13 @@
  *   group_exit_target all-exit SECONDS eight threads wait at a barrier; after
  *                                    SECONDS main joins them and all nine
  *                                    call _exit(7) at once
+ *   group_exit_target held-exit SECONDS one thread spins reading the clock
+ *                                    and calls _exit(7) once it finds more
+ *                                    than 5 ms gone between two readings (it
+ *                                    was held) or SECONDS passed; 100 more
+ *                                    threads wait in pause(), as does main:
+ *                                    let go after a hold, the spinner's exit
+ *                                    meets the threads not let go yet
  * Prints "ready" once the spawners run. In thread-exit and all-exit modes it
  * prints "exit NS" (CLOCK_MONOTONIC, ns) just before the exit, so a test can
  * time what comes after. */
@@ -66,6 +73,32 @@ static void *exiter(void *arg)
     exit(7);
 }
 
+static long long now_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
+}
+
+static void *exit_when_held(void *arg)
+{
+    (void)arg;
+    const long long end = now_ns() + (long long)(seconds * 1e9);
+    for (long long last = now_ns();;) {
+        long long now = now_ns();
+        if (now - last > 5000000 || now > end)
+            _exit(7);
+        last = now;
+    }
+}
+
+static void *wait_for_ever(void *arg)
+{
+    for (;;)
+        pause();
+    return arg;
+}
+
 static pthread_barrier_t all_exit;
 
 static void *exit_together(void *arg)
@@ -88,12 +121,20 @@ int main(int argc, char **argv)
 {
     if (argc != 3 ||
         (strcmp(argv[1], "exit") != 0 && strcmp(argv[1], "exec") != 0 && strcmp(argv[1], "thread-exit") != 0 &&
-         strcmp(argv[1], "all-exit") != 0)) {
-        fprintf(stderr, "usage: group_exit_target exit|exec|thread-exit|all-exit SECONDS\n");
+         strcmp(argv[1], "all-exit") != 0 && strcmp(argv[1], "held-exit") != 0)) {
+        fprintf(stderr, "usage: group_exit_target exit|exec|thread-exit|all-exit|held-exit SECONDS\n");
         return 2;
     }
     seconds = atof(argv[2]);
     pthread_t t;
+    if (strcmp(argv[1], "held-exit") == 0) {
+        pthread_create(&t, NULL, exit_when_held, NULL);
+        for (int i = 0; i < 100; ++i)
+            pthread_create(&t, NULL, wait_for_ever, NULL);
+        printf("ready\n");
+        fflush(stdout);
+        wait_for_ever(NULL);
+    }
     if (strcmp(argv[1], "all-exit") == 0) {
         pthread_barrier_init(&all_exit, NULL, 9);
         for (int i = 0; i < 8; ++i)
