@@ -567,11 +567,12 @@ std::optional<stop_event> traced_process::run_alone(tid_t tid, int timeout_ms)
             ::usleep(1000);
     }
     if (!ws) {
-        if (ptrace_call(PTRACE_INTERRUPT, tid, nullptr, nullptr) == 0)
-            t->note_interrupt_sent();
-        ws = stepper_->next_stop_of(*t);
-        if (!ws)
-            return std::nullopt;
+        // Stopped the way stop-all stops a task: that follows an exec it
+        // may be in (the others, killed by it, wait at their exit stops for
+        // tdctl; a waitpid() for this task alone would wait for ever, and
+        // the exec with it). Its stop, routed, is queued for the owner.
+        stopper_->stop_running(peek_stops_, -1);
+        return std::nullopt;
     }
     auto ev = handle_status(tid, *ws);
     if (ev)

@@ -98,7 +98,8 @@ public:
     /// until its next stop, or for at most timeout_ms, then interrupts it.
     /// Returns the stop its run made for the owner (a breakpoint, a clone,
     /// an exit; the owner handles it), std::nullopt when it stopped only for
-    /// the interrupt or is gone. For a thread that must finish a few
+    /// the interrupt or is gone; a stop met after the interrupt (an exec's,
+    /// say) is queued for next_event(). For a thread that must finish a few
     /// instructions before a detach (a creator between its clone and its push).
     std::optional<stop_event> run_alone(tid_t tid, int timeout_ms);
 

@@ -11,6 +11,12 @@
  *   group_exit_target all-exit SECONDS eight threads wait at a barrier; after
  *                                    SECONDS main joins them and all nine
  *                                    call _exit(7) at once
+ *   group_exit_target create-exec SECONDS a thread creates detached threads
+ *                                    one at a time and execs `/bin/sh -c
+ *                                    'exit 5'` as soon as a heartbeat thread
+ *                                    stood still for 5 ms after a creation
+ *                                    (the creator was run alone), or after
+ *                                    SECONDS
  *   group_exit_target held-exit SECONDS one thread spins reading the clock
  *                                    and calls _exit(7) once it finds more
  *                                    than 5 ms gone between two readings (it
@@ -99,6 +105,38 @@ static void *wait_for_ever(void *arg)
     return arg;
 }
 
+static volatile unsigned long heartbeat;
+
+static void *beat(void *arg)
+{
+    for (;;)
+        heartbeat = heartbeat + 1;
+    return arg;
+}
+
+static void *create_then_exec(void *arg)
+{
+    (void)arg;
+    const long long end = now_ns() + (long long)(seconds * 1e9);
+    pthread_attr_t detached;
+    pthread_attr_init(&detached);
+    pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
+    for (;;) {
+        pthread_t t;
+        pthread_create(&t, &detached, leaf, NULL);
+        /* Run alone (the heartbeat held) for 5 ms, or out of time: exec. */
+        const unsigned long before = heartbeat;
+        const long long start = now_ns();
+        while (heartbeat == before && now_ns() - start < 5000000)
+            ;
+        if (heartbeat == before || now_ns() > end) {
+            char *argv[] = {"/bin/sh", "-c", "exit 5", NULL};
+            execv("/bin/sh", argv);
+            _exit(99);
+        }
+    }
+}
+
 static pthread_barrier_t all_exit;
 
 static void *exit_together(void *arg)
@@ -121,12 +159,19 @@ int main(int argc, char **argv)
 {
     if (argc != 3 ||
         (strcmp(argv[1], "exit") != 0 && strcmp(argv[1], "exec") != 0 && strcmp(argv[1], "thread-exit") != 0 &&
-         strcmp(argv[1], "all-exit") != 0 && strcmp(argv[1], "held-exit") != 0)) {
-        fprintf(stderr, "usage: group_exit_target exit|exec|thread-exit|all-exit|held-exit SECONDS\n");
+         strcmp(argv[1], "all-exit") != 0 && strcmp(argv[1], "held-exit") != 0 && strcmp(argv[1], "create-exec") != 0)) {
+        fprintf(stderr, "usage: group_exit_target exit|exec|thread-exit|all-exit|held-exit|create-exec SECONDS\n");
         return 2;
     }
     seconds = atof(argv[2]);
     pthread_t t;
+    if (strcmp(argv[1], "create-exec") == 0) {
+        pthread_create(&t, NULL, beat, NULL);
+        pthread_create(&t, NULL, create_then_exec, NULL);
+        printf("ready\n");
+        fflush(stdout);
+        wait_for_ever(NULL);
+    }
     if (strcmp(argv[1], "held-exit") == 0) {
         pthread_create(&t, NULL, exit_when_held, NULL);
         for (int i = 0; i < 100; ++i)

@@ -142,6 +142,32 @@ TEST_SUITE("regressions")
         MESSAGE(exited_in_detach, " of 100 rounds had a thread killed during the detach");
     }
 
+    TEST_CASE("a creator run alone at the end of a watch execs: launched, 100 rounds, none hangs")
+    {
+        // At a watch's end (and at detach) a creator seen at its clone stop
+        // runs alone, the others held, for up to 20 ms, to its report. One
+        // that execs then waits in execve for the others, which its SIGKILL
+        // sends to their exit stops, where they wait for tdctl: tdctl's
+        // interrupt could not stop it, and a waitpid() for it alone waited
+        // for ever (1 run in 3 here). The creator execs as soon as a
+        // heartbeat thread stands still after a creation.
+        require_ptrace();
+        int exec_while_stopping = 0;
+        for (int round = 0; round < 100; ++round) {
+            INFO("round ", round);
+            auto tdctl = child_process::spawn(
+                {tdctl_path(), "--debug", "-e", "watch --for 0.2", "--", GROUP_EXIT_TARGET, "create-exec", "30"});
+            auto status = tdctl.wait_exit(tdctl_bound);
+            std::string err = tdctl.stderr_text();
+            REQUIRE_MESSAGE(status.has_value(), "tdctl hung; its last lines: ",
+                            err.substr(err.size() - std::min<std::size_t>(err.size(), 3000)));
+            CHECK_MESSAGE(status->exit_code() == 5, status->describe());
+            if (err.find("is in an exec") != std::string::npos)
+                ++exec_while_stopping;
+        }
+        MESSAGE(exec_while_stopping, " of 100 rounds met the exec while stopping the creator");
+    }
+
     TEST_CASE("the whole process exits as tdctl watches or detaches: 100 rounds, tdctl ends soon after, none waits")
     {
         // exit() from a thread kills the leader with SIGKILL, so the leader
