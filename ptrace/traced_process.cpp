@@ -81,6 +81,9 @@ struct left_at_detach {
     /// Blocked in vfork(): stops for our interrupt once its child execs or
     /// exits.
     std::vector<tid_t> in_vfork;
+    /// Threads other than the leader let go alive: a leader among the dying
+    /// (it called pthread_exit) cannot be reaped before they end.
+    int let_go_alive = 0;
     bool empty() const { return dying.empty() && stop_to_come.empty() && in_vfork.empty(); }
 };
 
@@ -112,6 +115,8 @@ std::optional<int> reap_after_detach(pid_t pid, waiter& wait, left_at_detach& le
     };
     for (int round = 0; round < 200 && !left.empty(); ++round) {
         std::erase_if(left.dying, [&](tid_t tid) {
+            if (tid.value == pid && left.let_go_alive > 0)
+                return true;  // reaped once the others end (wait_launched_exit, or the parent)
             return (tid.value != pid && std::chrono::steady_clock::now() - start >= reap_budget) ||
                    reaped_or_let_go(tid);
         });
@@ -667,8 +672,10 @@ void traced_process::detach()
             continue;
         }
         sigtrap_guard_.put_back(*t);
-        if (ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(t->pending_signal)) == ESRCH)
+        if (int err = ptrace_call(PTRACE_DETACH, tid, nullptr, as_ptr(t->pending_signal)); err == ESRCH)
             left.stop_to_come.push_back(tid);  // woken by a SIGKILL: its exit stop comes
+        else if (err == 0 && tid.value != pid_ && !t->is_exiting())
+            ++left.let_go_alive;
     }
     if (int n = detach_unknown_newborns(pid_, *waiter_, std::move(known), std::chrono::milliseconds(reap_budget_ms)))
         log::debug("detach: {} thread(s) born during the detach let go", n);

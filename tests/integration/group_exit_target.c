@@ -17,6 +17,10 @@
  *                                    stood still for 5 ms after a creation
  *                                    (the creator was run alone), or after
  *                                    SECONDS
+ *   group_exit_target leader-exit SECONDS two threads sleep, one of them
+ *                                    calls exit(7) after SECONDS; main calls
+ *                                    pthread_exit() at once
+ *   group_exit_target leader-waits SECONDS the same, main waiting in pause()
  *   group_exit_target held-exit SECONDS one thread spins reading the clock
  *                                    and calls _exit(7) once it finds more
  *                                    than 5 ms gone between two readings (it
@@ -137,6 +141,14 @@ static void *create_then_exec(void *arg)
     }
 }
 
+static void *sleep_then_exit(void *arg)
+{
+    usleep((useconds_t)(seconds * 1e6));
+    if (arg != NULL)
+        exit(7);
+    return NULL;
+}
+
 static pthread_barrier_t all_exit;
 
 static void *exit_together(void *arg)
@@ -159,12 +171,23 @@ int main(int argc, char **argv)
 {
     if (argc != 3 ||
         (strcmp(argv[1], "exit") != 0 && strcmp(argv[1], "exec") != 0 && strcmp(argv[1], "thread-exit") != 0 &&
-         strcmp(argv[1], "all-exit") != 0 && strcmp(argv[1], "held-exit") != 0 && strcmp(argv[1], "create-exec") != 0)) {
-        fprintf(stderr, "usage: group_exit_target exit|exec|thread-exit|all-exit|held-exit|create-exec SECONDS\n");
+         strcmp(argv[1], "all-exit") != 0 && strcmp(argv[1], "held-exit") != 0 && strcmp(argv[1], "create-exec") != 0 &&
+         strcmp(argv[1], "leader-exit") != 0 && strcmp(argv[1], "leader-waits") != 0)) {
+        fprintf(stderr, "usage: group_exit_target exit|exec|thread-exit|all-exit|held-exit|create-exec|leader-exit|"
+                        "leader-waits SECONDS\n");
         return 2;
     }
     seconds = atof(argv[2]);
     pthread_t t;
+    if (strcmp(argv[1], "leader-exit") == 0 || strcmp(argv[1], "leader-waits") == 0) {
+        pthread_create(&t, NULL, sleep_then_exit, NULL);
+        pthread_create(&t, NULL, sleep_then_exit, (void *)1);  /* the one that exits */
+        printf("ready\n");
+        fflush(stdout);
+        if (strcmp(argv[1], "leader-exit") == 0)
+            pthread_exit(NULL);
+        wait_for_ever(NULL);
+    }
     if (strcmp(argv[1], "create-exec") == 0) {
         pthread_create(&t, NULL, beat, NULL);
         pthread_create(&t, NULL, create_then_exec, NULL);

@@ -168,6 +168,31 @@ TEST_SUITE("regressions")
         MESSAGE(exec_while_stopping, " of 100 rounds met the exec while stopping the creator");
     }
 
+    TEST_CASE("a launched program whose main thread called pthread_exit: the detach does not wait for that zombie")
+    {
+        // The leader, past its exit, can be reaped only after the threads
+        // the detach has just let go: the detach waited for it in vain, 1 s
+        // each time. Timed against the same session on the same program
+        // with its main thread waiting instead, so a slow host slows both.
+        require_ptrace();
+        auto detached_at = [](const char* mode) {
+            auto run = run_tdctl({"--json", "-e", "sleep 0.2", "-e", "detach", "--", GROUP_EXIT_TARGET, mode, "3"}, 30s);
+            INFO(run.describe());
+            CHECK(run.result.status.exit_code() == 7);
+            auto detached = run.of_type("detached");
+            REQUIRE(detached.size() == 1);
+            return detached[0]["time"].get<double>();
+        };
+        double slowest_extra = 0;
+        for (int round = 0; round < 3; ++round) {
+            double waits = detached_at("leader-waits");
+            double exited = detached_at("leader-exit");
+            MESSAGE("detached at ", exited, " s with main gone, at ", waits, " s with main waiting");
+            slowest_extra = std::max(slowest_extra, exited - waits);
+        }
+        CHECK(slowest_extra < 0.5);
+    }
+
     TEST_CASE("the whole process exits as tdctl watches or detaches: 100 rounds, tdctl ends soon after, none waits")
     {
         // exit() from a thread kills the leader with SIGKILL, so the leader
