@@ -160,6 +160,8 @@ command_status event_enable(command_context& c, const words& w, const std::strin
         targets = *list;
     }
     const auto done = enable_each(c.session(), targets, *on);
+    if (w.size() == 3 || w[3] == "all")
+        c.session().changes().note_enable_all(*on && !done.failure);
     for (const auto& row : done.rows)
         c.out.print(row);
     if (done.failure)

@@ -250,26 +250,31 @@ void event_watch::remove_all_sites()
     stop_events_.clear();
 }
 
-std::vector<td_event_e> event_watch::forget_image()
+event_watch::image_events event_watch::forget_image()
 {
-    auto armed_events = armed_ ? armed_->events : std::vector<td_event_e>{};
+    image_events was{armed_ ? armed_->events : std::vector<td_event_e>{}, std::move(stop_events_)};
     armed_.reset();
     stop_events_.clear();
     site_events_.clear();
-    return armed_events;
+    return was;
 }
 
-void event_watch::rearm(const std::vector<td_event_e>& events)
+void event_watch::rearm(const image_events& events)
 {
     thread_agent* agent = target_.agent();
-    if (events.empty() || agent == nullptr)
+    if (agent == nullptr)
         return;
-    std::vector<td_event_e> supported;
-    for (td_event_e e : events)
-        if (agent->reporting_address_of(e))
-            supported.push_back(e);
-    if (!supported.empty())
-        (void)arm(supported);
+    auto supported = [agent](const std::vector<td_event_e>& wanted) {
+        std::vector<td_event_e> kept;
+        for (td_event_e e : wanted)
+            if (agent->reporting_address_of(e))
+                kept.push_back(e);
+        return kept;
+    };
+    if (auto armed = supported(events.armed); !armed.empty())
+        (void)arm(armed);
+    if (auto stops = supported(events.stops); !stops.empty())
+        (void)plant_stops(stops);
 }
 
 // ---------------------------------------------------------------- reports

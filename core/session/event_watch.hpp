@@ -110,11 +110,17 @@ public:
 
     // ---- the image and the end
 
+    /// What was armed (`watch`) and planted to stop at (`stop`) in an image.
+    struct image_events {
+        std::vector<td_event_e> armed, stops;
+    };
     /// An exec replaced the image (the sites went with it): everything
-    /// planted and armed is forgotten; returns the events that were armed.
-    std::vector<td_event_e> forget_image();
-    /// Arms again, after an exec, those of `events` the new image reports.
-    void rearm(const std::vector<td_event_e>& events);
+    /// planted and armed is forgotten; returns what was.
+    image_events forget_image();
+    /// After an exec, arms and plants again those of `events` the new image
+    /// reports (a `stop` waiting through a wrapper's exec stops in the
+    /// program it execs).
+    void rearm(const image_events& events);
     /// The process exited: nothing is armed or planted any more.
     void forget_all()
     {

@@ -1,5 +1,7 @@
 #include "core/session/report_changes.hpp"
 
+#include <algorithm>
+
 namespace tdctl::core {
 
 void report_changes::bind(thread_agent* agent, change_journal& journal)
@@ -25,6 +27,8 @@ td_status report_changes::ta_set_event(const td_thr_events_t& events)
     if (agent_ == nullptr)
         return td_fail(TD_NOLIBTHREAD);
     will_write();
+    for (std::size_t i = 0; i < TD_EVENTSIZE; ++i)
+        asked_mask_.event_bits[i] |= events.event_bits[i];
     return agent_->set_event(events);
 }
 
@@ -33,7 +37,25 @@ td_status report_changes::ta_clear_event(const td_thr_events_t& events)
     if (agent_ == nullptr)
         return td_fail(TD_NOLIBTHREAD);
     will_write();
+    for (std::size_t i = 0; i < TD_EVENTSIZE; ++i)
+        asked_mask_.event_bits[i] &= ~events.event_bits[i];
     return agent_->clear_event(events);
+}
+
+bool report_changes::apply_to_new_image()
+{
+    if (agent_ == nullptr)
+        return false;
+    bool applied = false;
+    if (std::ranges::any_of(asked_mask_.event_bits, [](auto bits) { return bits != 0; })) {
+        const td_thr_events_t asked = asked_mask_;
+        applied = ta_set_event(asked).has_value();
+    }
+    if (enable_all_)
+        if (auto threads = agent_->thr_iter())
+            for (const auto& th : *threads)
+                applied = thr_event_enable(th, true).has_value() || applied;
+    return applied;
 }
 
 td_status report_changes::thr_set_event(const thread_handle& th, const td_thr_events_t& events)

@@ -38,6 +38,16 @@ public:
     td_status thr_set_event(const thread_handle& th, const td_thr_events_t& events);
     td_status thr_clear_event(const thread_handle& th, const td_thr_events_t& events);
     td_status thr_event_enable(const thread_handle& th, bool on);
+    /// `event enable on|off` on every thread: kept for a new image.
+    void note_enable_all(bool on) { enable_all_ = on; }
+    /// After an exec, once the new image's thread library is bound: sets
+    /// again the global mask asked for by hand (`event set` less `event
+    /// clear`) and, after `event enable on all`, enables reporting on the
+    /// new image's threads, as gdb keeps its catchpoints over an exec (a
+    /// wrapper script such as a pyenv shim execs the program). Per-thread
+    /// masks and enables went with their threads. Returns whether anything
+    /// was set.
+    bool apply_to_new_image();
 
     // ---- what a change implies
 
@@ -78,6 +88,9 @@ private:
     // Records with a buffered message when we came: messages queued later
     // exist because of our changes and are consumed at detach.
     std::unordered_set<target_addr> listed_at_attach_;
+    // What the user asked for of every image: apply_to_new_image().
+    td_thr_events_t asked_mask_{};
+    bool enable_all_ = false;
 };
 
 }  // namespace tdctl::core

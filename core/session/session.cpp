@@ -518,6 +518,7 @@ void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& 
     if (!ptrace::run_to_entry(target_.process()))
         return;
     load_symbols();
+    changes_.apply_to_new_image();  // `event set` and `event enable on all` hold for it too
     // `env ... ld.so PROG`: the new image is the loader, and libc comes later.
     if (target_.agent() == nullptr)
         follow_loader();

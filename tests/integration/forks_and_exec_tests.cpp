@@ -161,4 +161,29 @@ TEST_SUITE("forks and exec")
         REQUIRE(exits.size() == 1);
         CHECK(int_field(exits[0], "status") == 0);
     }
+
+    TEST_CASE("event set, event enable on all and stop hold through a wrapper that execs the program")
+    {
+        // `tdctl -- python3 ...` where python3 is a pyenv shim (bash execing
+        // bash, pyenv and at last python3): the mask, the enable flag and the
+        // stop's breakpoints went with the first image, and `stop create`
+        // waited while the program made its threads, until it exited.
+        require_ptrace();
+        temp_file record("wrapped-churn");
+        auto run = run_tdctl({"--json", "-e", "event set create", "-e", "event enable on all", "-e",
+                              "stop create --for 20", "-e", "bt", "-e", "continue", "--", "/bin/sh", "-c",
+                              fmt::format("exec {} --record {} 1 1", fixture_path("churn"), record.path())},
+                             60s);
+        INFO(run.describe());
+        CHECK(run.result.status.exit_code() == 0);
+        REQUIRE(run.of_type("exec").size() == 1);
+        auto stopped = run.of_type("stopped");
+        REQUIRE(stopped.size() == 1);
+        CHECK(stopped[0].value("event", "") == "TD_CREATE");
+        CHECK(stopped[0].value("name", "") == "churn");
+        // The stop came in the program, before its first thread ran.
+        auto facts = parse_record(read_text_file(record.path()).value_or(""));
+        CHECK(count_kind(facts, "done") == 1);
+        CHECK(thread_tids(facts, "outer").size() == 1);
+    }
 }
