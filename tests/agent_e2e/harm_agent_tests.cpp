@@ -132,7 +132,13 @@ void run_kill_series(const kill_series& series)
         bool both = round % 2 == 1;
         auto tdctl = test::child_process::spawn(
             {test::tdctl_path(), "--json", "-p", std::to_string(target.pid()), "--agent", "-e", series.watch});
-        REQUIRE_MESSAGE(await_attached(tdctl), tdctl.describe());
+        if (!await_attached(tdctl)) {
+            // What tdctl was doing: its own words, and whether it still runs.
+            auto status = tdctl.wait_exit(0ms);
+            FAIL_CHECK("no attached record within 10 s; tdctl ", status ? status->describe() : "still running",
+                       "; stderr: ", tdctl.stderr_text(), "; stdout: ", tdctl.stdout_text());
+            REQUIRE(status.has_value());
+        }
         pid_t tracer = tracer_of(tdctl);
         REQUIRE(tracer > 0);
         std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(random)));
@@ -342,7 +348,13 @@ TEST_CASE("forked children that catch signals under the agent exit 0: launched a
             REQUIRE(target.require_line(10s) == fmt::format("ready {}", target.pid()));
             auto tdctl = test::child_process::spawn(
                 {test::tdctl_path(), "--json", "-p", std::to_string(target.pid()), "--agent", "-e", "watch all --for 60"});
-            REQUIRE_MESSAGE(await_attached(tdctl), tdctl.describe());
+            if (!await_attached(tdctl)) {
+            // What tdctl was doing: its own words, and whether it still runs.
+            auto status = tdctl.wait_exit(0ms);
+            FAIL_CHECK("no attached record within 10 s; tdctl ", status ? status->describe() : "still running",
+                       "; stderr: ", tdctl.stderr_text(), "; stdout: ", tdctl.stdout_text());
+            REQUIRE(status.has_value());
+        }
             REQUIRE(target.write_stdin("x"));
             std::optional<test::exit_status> status;
             // tdctl's output is read as it comes: a pipe nobody reads holds the target.
