@@ -88,7 +88,8 @@ struct left_at_detach {
 };
 
 // Reaps the dying tasks and detaches the others at their next stop, for at
-// most about a second; what is left stays in `left`. Returns the leader's
+// most about a second; what is left stays in `left` (and is named in a
+// warning). Returns the leader's
 // status when it was among the dying and has ended.
 std::optional<int> reap_after_detach(pid_t pid, waiter& wait, left_at_detach& left)
 {
@@ -131,6 +132,12 @@ std::optional<int> reap_after_detach(pid_t pid, waiter& wait, left_at_detach& le
         if (!left.empty())
             ::usleep(5000);
     }
+    // The kernel lets a tracee go, with no stop pending, when its tracer
+    // exits; a launched program's are let go as tdctl waits for its end.
+    for (tid_t tid : left.in_vfork)
+        log::warning("thread {} is still inside vfork(); it is let go when tdctl exits", tid.value);
+    for (tid_t tid : left.stop_to_come)
+        log::warning("thread {} did not stop to be let go; it is let go when tdctl exits", tid.value);
     return leader_status;
 }
 
@@ -683,12 +690,6 @@ void traced_process::detach()
         exit_status_ = leader_status;  // the leader was dying too: its status is the process's
         gone_ = true;
     }
-    // The kernel lets a tracee go, with no stop pending, when its tracer
-    // exits; a launched program's are let go as tdctl waits for its end.
-    for (tid_t tid : left.in_vfork)
-        log::warning("thread {} is still inside vfork(); it is let go when tdctl exits", tid.value);
-    for (tid_t tid : left.stop_to_come)
-        log::warning("thread {} did not stop to be let go; it is let go when tdctl exits", tid.value);
     tasks_.clear();
     queue_.clear();
     detached_ = true;

@@ -13,7 +13,7 @@
  *                                    call _exit(7) at once
  *   group_exit_target create-exec SECONDS a thread creates detached threads
  *                                    one at a time and execs `/bin/sh -c
- *                                    'exit 5'` as soon as a heartbeat thread
+ *                                    'exit 5'` as soon as a spinning thread
  *                                    stood still for 5 ms after a creation
  *                                    (the creator was run alone), or after
  *                                    SECONDS
@@ -109,15 +109,6 @@ static void *wait_for_ever(void *arg)
     return arg;
 }
 
-static volatile unsigned long heartbeat;
-
-static void *beat(void *arg)
-{
-    for (;;)
-        heartbeat = heartbeat + 1;
-    return arg;
-}
-
 static void *create_then_exec(void *arg)
 {
     (void)arg;
@@ -128,12 +119,13 @@ static void *create_then_exec(void *arg)
     for (;;) {
         pthread_t t;
         pthread_create(&t, &detached, leaf, NULL);
-        /* Run alone (the heartbeat held) for 5 ms, or out of time: exec. */
-        const unsigned long before = heartbeat;
+        /* Run alone (the spinner, its heartbeat, held) for 5 ms, or out of
+         * time: exec. */
+        const int before = spin_sink;
         const long long start = now_ns();
-        while (heartbeat == before && now_ns() - start < 5000000)
+        while (spin_sink == before && now_ns() - start < 5000000)
             ;
-        if (heartbeat == before || now_ns() > end) {
+        if (spin_sink == before || now_ns() > end) {
             char *argv[] = {"/bin/sh", "-c", "exit 5", NULL};
             execv("/bin/sh", argv);
             _exit(99);
@@ -189,7 +181,7 @@ int main(int argc, char **argv)
         wait_for_ever(NULL);
     }
     if (strcmp(argv[1], "create-exec") == 0) {
-        pthread_create(&t, NULL, beat, NULL);
+        pthread_create(&t, NULL, spin, NULL);
         pthread_create(&t, NULL, create_then_exec, NULL);
         printf("ready\n");
         fflush(stdout);
