@@ -3,6 +3,7 @@
 #include <csignal>
 
 #include "base/log.hpp"
+#include "ptrace/procfs.hpp"
 #include "ptrace/ptrace_call.hpp"
 
 namespace tdctl::ptrace {
@@ -50,8 +51,12 @@ void stepper::consume_owed_sigtrap(task& t)
         auto ws = next_stop_of(t);
         if (!ws)
             return;
-        if (ws->kind() == wait_kind::exit_event)
-            t.note_status(*ws);  // killed meanwhile: let it finish dying
+        if (ws->kind() == wait_kind::exit_event) {
+            // Killed meanwhile: no signal reaches it again. It stays at its
+            // exit stop, as every other task the group's exit stops there.
+            t.note_status(*ws);
+            break;
+        }
         if (ws->kind() == wait_kind::signal_stop && ws->signal() == SIGTRAP) {
             t.note_trap_of_ours();
             break;
@@ -83,7 +88,7 @@ void stepper::finish_step_over(task& t)
 
 std::optional<wait_status> stepper::next_stop_of(task& t)
 {
-    auto ws = waiter_.wait_for(t.tid());
+    auto ws = wait_resumed(t);
     if (!ws) {
         t.note_gone();
         return std::nullopt;
@@ -93,6 +98,32 @@ std::optional<wait_status> stepper::next_stop_of(task& t)
         return std::nullopt;
     }
     return ws;
+}
+
+std::optional<wait_status> stepper::wait_resumed(task& t)
+{
+    if (t.tid().value != pid_)
+        return waiter_.wait_for(t.tid());  // a thread's end is reported at once
+    // The leader may have been at its exit stop rather than in the stop its
+    // record says (the group's SIGKILL wakes a held task, which stops again
+    // at its exit): resumed, it dies, and its end is reported only once every
+    // other thread has gone, while they wait for tdctl at their own exit
+    // stops. So it is looked for, asleep on the SIGCHLD descriptor between
+    // looks, and a leader found dead has no stop to come.
+    for (bool looked = false;; looked = true) {
+        waiter_.drain_fd();
+        taken_status taken = waiter_.try_wait(t.tid());
+        if (taken.status || taken.no_child)
+            return taken.status;
+        if (looked) {
+            auto st = procfs::read_task_status(pid_, t.tid());
+            if (!st || st->state == 'Z' || st->state == 'X') {
+                log::debug("leader {} died when resumed: its end comes after the others'", pid_);
+                return std::nullopt;
+            }
+        }
+        waiter_.wait_ready(waiter::repoll_ms);
+    }
 }
 
 void stepper::note_vanished(task& t, wait_status ws)
@@ -192,9 +223,11 @@ void stepper::single_step_once(task& t)
     for (int attempt = 0; attempt < 16; ++attempt) {
         if (ptrace_call(PTRACE_SINGLESTEP, t.tid(), nullptr, nullptr) != 0)
             return;
-        auto ws = waiter_.wait_for(t.tid());
-        if (!ws)
+        auto ws = wait_resumed(t);
+        if (!ws) {
+            t.note_gone();
             return;
+        }
         if (ws->kind() == wait_kind::signal_stop && ws->signal() == SIGTRAP) {
             t.note_trap_of_ours();
             return;

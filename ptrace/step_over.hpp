@@ -51,7 +51,8 @@ public:
     /// t go with nothing of ours pending.
     void park(task& t);
     /// The next status of t, just restarted (waitpid by TID): a stop, or
-    /// std::nullopt when t has gone (its end queued for the owner).
+    /// std::nullopt when t has gone (its end queued for the owner) or is a
+    /// leader that died when resumed (wait_resumed()).
     std::optional<wait_status> next_stop_of(task& t);
 
 private:
@@ -65,6 +66,11 @@ private:
     /// hit's site is gone.
     void finish_step_over(task& t);
     void note_vanished(task& t, wait_status ws);
+    /// waitpid() by TID for t, just resumed; for the leader, looks and sleeps
+    /// instead of blocking, and std::nullopt once it is found dead (a zombie:
+    /// its end comes after every other thread's). std::nullopt also when t is
+    /// no child of ours.
+    std::optional<wait_status> wait_resumed(task& t);
 
     pid_t pid_;
     task_table& tasks_;
