@@ -37,7 +37,7 @@ bool shares_memory_with_target(pid_t pid, tid_t other)
 
 task_births::task_births(pid_t pid, waiter& wait, site_table& sites) : pid_(pid), waiter_(wait), sites_(sites) {}
 
-std::optional<tid_t> task_births::new_thread(task& parent, bool peek)
+std::optional<new_thread_stop> task_births::new_thread(task& parent, bool peek)
 {
     auto new_tid = read_new_tid(parent);
     if (!new_tid)
@@ -56,7 +56,7 @@ std::optional<tid_t> task_births::new_thread(task& parent, bool peek)
         let_go_new_process(child, !shares_memory_with_target(pid_, child));
         return std::nullopt;
     }
-    return child;
+    return new_thread_stop{child, *first};
 }
 
 void task_births::let_go_forked(task& parent, bool is_vfork, bool peek)

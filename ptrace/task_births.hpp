@@ -14,6 +14,13 @@
 
 namespace tdctl::ptrace {
 
+/// A new thread at its first stop: its TID and that stop's status (an
+/// event-stop, or its exit stop when a SIGKILL came first).
+struct new_thread_stop {
+    tid_t tid;
+    wait_status first_stop;
+};
+
 class task_births {
 public:
     /// For the traced process `pid`; `sites` gives a forked copy its bytes.
@@ -29,8 +36,9 @@ public:
     /// (PTRACE_GETEVENTMSG, then its stop by TID; `peek`: read with
     /// peek_stop() first). std::nullopt when the event was lost to a SIGKILL
     /// (parent then marked running), the child vanished, or it is a new
-    /// process (let go here). The caller records the thread.
-    std::optional<tid_t> new_thread(task& parent, bool peek);
+    /// process (let go here). The caller records the thread where that stop
+    /// says it is.
+    std::optional<new_thread_stop> new_thread(task& parent, bool peek);
     /// At `parent`'s fork or vfork event stop: lets the new process go (a
     /// vfork child shares the parent's memory: its bytes stay).
     void let_go_forked(task& parent, bool is_vfork, bool peek);

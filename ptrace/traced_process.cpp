@@ -451,17 +451,20 @@ std::optional<stop_event> traced_process::on_clone(task& parent)
             restart(parent);  // no-op when the event was lost: parent is running
         return std::nullopt;
     }
-    // Whatever its first stop is, it is stopped there.
-    task& t = tasks_.add(*child, task_state::stopped);
+    // Stopped where its first stop says: an exit stop when a SIGKILL (the
+    // group's exit, an exec) came before it, where an exec waits for it to
+    // be let go.
+    task& t = tasks_.add(child->tid, task_state::stopped);
+    t.note_status(child->first_stop);
     // Its thread pointer (fs_base, set from clone's TLS argument): one word
     // of its saved registers.
-    if (auto tp = registers::read_thread_pointer(*child))
+    if (auto tp = registers::read_thread_pointer(child->tid))
         t.set_thread_pointer(*tp);
-    parent.set_newest_clone_child(*child);
+    parent.set_newest_clone_child(child->tid);
     // A pthread_create that reports TD_CREATE traps with every signal blocked.
     if (!sites_.empty())
         sigtrap_guard_.open_window(parent);
-    return stop_event{stop_kind::thread_created, parent.tid(), *child, {}, 0};
+    return stop_event{stop_kind::thread_created, parent.tid(), child->tid, {}, 0};
 }
 
 std::optional<stop_event> traced_process::on_signal_stop(task& t, int sig)

@@ -1,20 +1,32 @@
-// Regression: the whole process is killed while tdctl holds its threads.
-// The group's SIGKILL wakes each held thread from the stop tdctl recorded,
-// and each stops again at its exit (PTRACE_EVENT_EXIT), waiting for tdctl.
-// A leader tdctl then resumes (to finish a step-over, to swallow a trap's
-// SIGTRAP) dies, and its end is not reported until every other thread has
-// gone: a wait for the leader's next stop never ended.
+// Regression: the whole process is killed while tdctl holds its threads or
+// takes a new thread's first stop. The group's SIGKILL wakes each stopped
+// thread from the stop tdctl recorded, and each stops again at its exit
+// (PTRACE_EVENT_EXIT), waiting for tdctl.
+// - A leader tdctl then resumes (to finish a step-over, to swallow a trap's
+//   SIGTRAP) dies, and its end is not reported until every other thread has
+//   gone: a wait for the leader's next stop never ended.
+// - A new thread killed between its creator's clone event and its own first
+//   stop reports its exit stop as that first stop: recorded as an ordinary
+//   stop, it was never let go to die while an exec waited for it.
 //
 // The tracer runs in a child process of its own, so that a hang is a failed
-// check (the child killed after a bound), not a test that never ends.
+// check (the child killed after a bound), not a test that never ends. The
+// window between two ptrace requests is opened by hand: this program's own
+// ptrace() (below) stands in for the C library's.
 #include <doctest/doctest.h>
 
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdarg>
+#include <cerrno>
 
 #include <chrono>
 #include <csignal>
 #include <thread>
+#include <utility>
 
 #include "ptrace/traced_process.hpp"
 #include "tests/support/support.hpp"
@@ -22,6 +34,61 @@
 using namespace tdctl;
 using namespace tdctl::test;
 using namespace std::chrono_literals;
+
+namespace {
+
+// When set: the process whose group the next clone event's
+// PTRACE_GETEVENTMSG kills (SIGKILL), returning once the new thread sits at
+// its exit stop.
+pid_t g_kill_at_clone_event = 0;
+// The new thread whose first stop the kill came before.
+pid_t g_killed_newborn = 0;
+
+// Whether tid sits at its exit stop (PTRACE_GETSIGINFO, as its tracer).
+bool at_exit_stop(pid_t tid)
+{
+    siginfo_t si{};
+    return ::syscall(SYS_ptrace, PTRACE_GETSIGINFO, tid, nullptr, &si) == 0 &&
+           si.si_code == (SIGTRAP | (PTRACE_EVENT_EXIT << 8));
+}
+
+}  // namespace
+
+// The C library's ptrace(), as its manual describes it (a PEEK request
+// returns the word read), with the window above added.
+extern "C" long ptrace(enum __ptrace_request request, ...)
+{
+    va_list ap;
+    va_start(ap, request);
+    pid_t pid = va_arg(ap, pid_t);
+    void* addr = va_arg(ap, void*);
+    void* data = va_arg(ap, void*);
+    va_end(ap);
+    long word = 0;
+    const bool peek = request == PTRACE_PEEKTEXT || request == PTRACE_PEEKDATA || request == PTRACE_PEEKUSER;
+    long r = ::syscall(SYS_ptrace, request, pid, addr, peek ? &word : data);
+    if (r >= 0 && peek) {
+        errno = 0;
+        return word;
+    }
+    if (r == 0 && request == PTRACE_GETEVENTMSG && g_kill_at_clone_event != 0) {
+        const auto child = static_cast<pid_t>(*static_cast<unsigned long*>(data));
+        // Only while the new thread's first stop is still the kernel's: one
+        // taken already (it came before its creator's event) is on record.
+        siginfo_t pending{};
+        const bool stop_pending =
+            ::waitid(P_PID, static_cast<id_t>(child), &pending, WSTOPPED | WNOHANG | WNOWAIT | __WALL) == 0 &&
+            pending.si_pid == child;
+        if (!stop_pending && task_state(g_kill_at_clone_event, child) == 't')
+            return r;
+        const pid_t target = std::exchange(g_kill_at_clone_event, 0);
+        g_killed_newborn = child;
+        ::kill(target, SIGKILL);
+        for (int tries = 0; tries < 2000 && !at_exit_stop(child); ++tries)
+            ::usleep(1000);
+    }
+    return r;
+}
 
 namespace {
 
@@ -113,5 +180,49 @@ TEST_SUITE("regressions")
             REQUIRE(status.has_value());
             CHECK(status->term_signal() == SIGKILL);
         }
+    }
+
+    TEST_CASE("a new thread killed before its first stop is taken: recorded at its exit stop")
+    {
+        require_ptrace();
+        auto target = child_process::spawn({fixture_path("churn"), "--sequential", "2", "1000000"});
+        const pid_t pid = target.pid();
+        for (int tries = 0; tries < 500 && task_tids(pid).size() < 3; ++tries)
+            std::this_thread::sleep_for(10ms);
+        REQUIRE(task_tids(pid).size() >= 3);
+
+        int code = run_tracer(
+            [pid] {
+                auto process = ptrace::traced_process::attach(pid);
+                process->release_all();
+                g_kill_at_clone_event = pid;
+                for (int i = 0; i < 10000; ++i) {
+                    auto ev = process->next_event(5000);
+                    if (!ev)
+                        return 4;
+                    if (ev->kind == ptrace::stop_kind::process_exited)
+                        return 5;
+                    if (ev->kind != ptrace::stop_kind::thread_created || ev->child.value != g_killed_newborn) {
+                        // Its first stop came before its creator's event: the next one.
+                        if (ev->kind == ptrace::stop_kind::thread_created)
+                            process->resume(ev->child);
+                        if (ev->kind != ptrace::stop_kind::thread_exited)
+                            process->resume(ev->tid);
+                        continue;
+                    }
+                    const ptrace::task_info* child = process->find(ev->child);
+                    if (child == nullptr)
+                        return 6;
+                    const bool right = child->state() == ptrace::task_state::exit_stopped;
+                    process->kill();
+                    return right ? 0 : 7;
+                }
+                return 8;
+            },
+            20s);
+        CHECK_MESSAGE(code == 0, "tracer: ", code, " (7: the new thread recorded in an ordinary stop; -1: it never ended)");
+        auto status = target.wait_exit(5s);
+        REQUIRE(status.has_value());
+        CHECK(status->term_signal() == SIGKILL);
     }
 }
