@@ -91,6 +91,12 @@ void task_births::on_unknown_task(tid_t tid, wait_status ws)
     }
 }
 
+void task_births::note_group_killed()
+{
+    parent_events_lost_ = true;
+    let_go_orphan_processes();
+}
+
 std::optional<tid_t> task_births::read_new_tid(task& parent)
 {
     unsigned long msg = 0;

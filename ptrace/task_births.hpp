@@ -29,6 +29,11 @@ public:
     /// A status of a task with no record: a new clone whose first stop beat
     /// its parent's event (kept until the event comes), or one gone.
     void on_unknown_task(tid_t tid, wait_status ws);
+    /// The whole process was sent SIGKILL: a parent's fork or clone event
+    /// that has not come never will. A new process met early is let go now
+    /// (its copy of our bytes put back), and any met from here on
+    /// (on_unknown_task()), where its parent's event used to let it go.
+    void note_group_killed();
     /// Whether tid was met that way and its parent's event is still to come.
     bool is_met_early(tid_t tid) const { return early_stops_.contains(tid); }
 

@@ -705,8 +705,11 @@ void traced_process::kill()
     if (gone_)
         return;
     ::kill(pid_, SIGKILL);
-    sites_.clear();
     queue_.clear();
+    // A child forked just now has a copy of our bytes, and its parent's
+    // event never comes to let it go clean: it is let go here, the sites'
+    // original bytes written into its copy (so they are kept until the end).
+    births_.note_group_killed();
     // Each task may still report a stop (PTRACE_EVENT_EXIT) on its way out:
     // let it go on until the leader, reaped last, is gone.
     for (int i = 0; i < 100000 && !gone_; ++i) {
@@ -717,6 +720,10 @@ void traced_process::kill()
             break;
         tid_t tid = got.tid;
         wait_status ws = *got.status;
+        if (ws.is_stop() && tasks_.find(tid) == nullptr) {
+            births_.on_unknown_task(tid, ws);  // a new process let go; a new thread dies with the rest
+            continue;
+        }
         if (ws.is_stop()) {
             ptrace_call(PTRACE_CONT, tid, nullptr, nullptr);
             continue;
@@ -727,6 +734,7 @@ void traced_process::kill()
             exit_status_ = ws.raw();
         }
     }
+    sites_.clear();
     tasks_.clear();
     gone_ = true;
 }

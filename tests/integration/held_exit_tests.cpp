@@ -8,6 +8,9 @@
 // - A new thread killed between its creator's clone event and its own first
 //   stop reports its exit stop as that first stop: recorded as an ordinary
 //   stop, it was never let go to die while an exec waited for it.
+// - A child forked just before tdctl kills the process: its parent's fork
+//   event never comes, and the kill restarted the child's first stop,
+//   traced, with the trap bytes of its copy of the parent's memory.
 //
 // The tracer runs in a child process of its own, so that a hang is a failed
 // check (the child killed after a bound), not a test that never ends. The
@@ -15,6 +18,7 @@
 // ptrace() (below) stands in for the C library's.
 #include <doctest/doctest.h>
 
+#include <dlfcn.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -25,6 +29,8 @@
 
 #include <chrono>
 #include <csignal>
+#include <filesystem>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -93,6 +99,46 @@ extern "C" long ptrace(enum __ptrace_request request, ...)
 namespace {
 
 constexpr int sleeper_threads = 4;
+
+// Where the C library's function `name` is in process pid: its offset in
+// this process's copy of the same file, from the target's first mapping of it.
+std::uint64_t libc_function_in(pid_t pid, const char* name)
+{
+    Dl_info info{};
+    void* ours = ::dlsym(RTLD_DEFAULT, name);
+    if (ours == nullptr || ::dladdr(ours, &info) == 0)
+        return 0;
+    const auto offset = reinterpret_cast<std::uint64_t>(ours) - reinterpret_cast<std::uint64_t>(info.dli_fbase);
+    std::error_code ec;
+    const auto file = std::filesystem::canonical(info.dli_fname, ec);
+    for (const mapping& m : proc_maps(pid))
+        if (m.offset == 0 && !m.path.empty() && std::filesystem::canonical(m.path, ec) == file)
+            return m.start + offset;
+    return 0;
+}
+
+// The processes whose parent is pid (/proc/N/stat field 4).
+std::vector<pid_t> children_of(pid_t pid)
+{
+    std::vector<pid_t> found;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+        const std::string name = entry.path().filename();
+        if (name.find_first_not_of("0123456789") != std::string::npos)
+            continue;
+        auto stat = read_text_file("/proc/" + name + "/stat");
+        if (!stat)
+            continue;
+        auto close = stat->rfind(')');
+        if (close == std::string::npos)
+            continue;
+        int ppid = 0;
+        char state = 0;
+        if (std::sscanf(stat->c_str() + close + 2, "%c %d", &state, &ppid) == 2 && ppid == pid)
+            found.push_back(std::stoi(name));
+    }
+    return found;
+}
 
 // Every task of pid in a ptrace stop ('t'), or gone; false after 5 s.
 bool all_in_trace_stop(pid_t pid)
@@ -221,6 +267,58 @@ TEST_SUITE("regressions")
             },
             20s);
         CHECK_MESSAGE(code == 0, "tracer: ", code, " (7: the new thread recorded in an ordinary stop; -1: it never ended)");
+        auto status = target.wait_exit(5s);
+        REQUIRE(status.has_value());
+        CHECK(status->term_signal() == SIGKILL);
+    }
+
+    TEST_CASE("a child forked as tdctl kills the process: let go untraced, its bytes its own")
+    {
+        // sh forks once it reads a line; the subshell then waits for another.
+        require_ptrace();
+        auto target = child_process::spawn({"/bin/sh", "-c", "read go; (read done)"});
+        const pid_t pid = target.pid();
+        for (int tries = 0; tries < 500 && task_state(pid, pid) != 'S'; ++tries)
+            std::this_thread::sleep_for(2ms);
+        const std::uint64_t site = libc_function_in(pid, "_exit");
+        REQUIRE(site != 0);
+        const auto original = read_proc_mem(pid, site, 1);
+        REQUIRE(original.size() == 1);
+
+        int code = run_tracer(
+            [&target, pid, site, &original] {
+                auto process = ptrace::traced_process::attach(pid);
+                // Where a subshell ends; sh itself does not get there first.
+                process->sites().add(target_addr{site}, 0);
+                process->release_all();
+                if (!target.write_stdin("go\n"))
+                    return 4;
+                // sh forks, and stops at the fork event, which no wait takes.
+                std::vector<pid_t> children;
+                for (int tries = 0; tries < 1000 && children.empty(); ++tries) {
+                    std::this_thread::sleep_for(2ms);
+                    children = children_of(pid);
+                }
+                if (children.empty())
+                    return 5;
+                std::this_thread::sleep_for(20ms);
+                process->kill();
+                const pid_t self = ::getpid();
+                for (pid_t child : children) {
+                    if (tracer_pid(child) == self)
+                        return 6;
+                    try {
+                        if (read_proc_mem(child, site, 1) != original)
+                            return 7;
+                    } catch (const std::exception&) {
+                        // gone
+                    }
+                }
+                return 0;
+            },
+            20s);
+        CHECK_MESSAGE(code == 0, "tracer: ", code, " (6: a child left traced; 7: a child with a trap byte)");
+        (void)target.write_stdin("done\n");
         auto status = target.wait_exit(5s);
         REQUIRE(status.has_value());
         CHECK(status->term_signal() == SIGKILL);
