@@ -578,6 +578,15 @@ std::optional<stop_event> traced_process::run_alone(tid_t tid, int timeout_ms)
             return std::nullopt;
         }
         ws = taken.status;
+        if (ws && ws->kind() == wait_kind::event_stop) {
+            // Stop-all's interrupt, sent as t stopped for something else (a
+            // clone event), still pending: it stops t at once and carries
+            // nothing. t runs on to what it was run alone for.
+            t->note_status(*ws);
+            restart(*t);
+            ws.reset();
+            continue;
+        }
         if (!ws)
             ::usleep(1000);
     }
