@@ -117,6 +117,16 @@ std::uint64_t libc_function_in(pid_t pid, const char* name)
     return 0;
 }
 
+// The tracer ended with `code` 0 (`legend` says what the others mean), and
+// the target by the SIGKILL sent to it.
+void check_ends(int code, const char* legend, child_process& target)
+{
+    CHECK_MESSAGE(code == 0, "tracer: ", code, " (", legend, ")");
+    auto status = target.wait_exit(5s);
+    REQUIRE(status.has_value());
+    CHECK(status->term_signal() == SIGKILL);
+}
+
 // The processes whose parent is pid (/proc/N/stat field 4).
 std::vector<pid_t> children_of(pid_t pid)
 {
@@ -221,10 +231,7 @@ TEST_SUITE("regressions")
                     return 0;
                 },
                 10s);
-            CHECK_MESSAGE(code == 0, "tracer: ", code, " (-1: it never ended)");
-            auto status = target.wait_exit(5s);
-            REQUIRE(status.has_value());
-            CHECK(status->term_signal() == SIGKILL);
+            check_ends(code, "-1: it never ended", target);
         }
     }
 
@@ -266,10 +273,7 @@ TEST_SUITE("regressions")
                 return 8;
             },
             20s);
-        CHECK_MESSAGE(code == 0, "tracer: ", code, " (7: the new thread recorded in an ordinary stop; -1: it never ended)");
-        auto status = target.wait_exit(5s);
-        REQUIRE(status.has_value());
-        CHECK(status->term_signal() == SIGKILL);
+        check_ends(code, "7: the new thread recorded in an ordinary stop; -1: it never ended", target);
     }
 
     TEST_CASE("a child forked as tdctl kills the process: let go untraced, its bytes its own")
@@ -317,10 +321,7 @@ TEST_SUITE("regressions")
                 return 0;
             },
             20s);
-        CHECK_MESSAGE(code == 0, "tracer: ", code, " (6: a child left traced; 7: a child with a trap byte)");
-        (void)target.write_stdin("done\n");
-        auto status = target.wait_exit(5s);
-        REQUIRE(status.has_value());
-        CHECK(status->term_signal() == SIGKILL);
+        (void)target.write_stdin("done\n");  // the subshell ends
+        check_ends(code, "6: a child left traced; 7: a child with a trap byte", target);
     }
 }
