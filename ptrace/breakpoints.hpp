@@ -50,6 +50,8 @@ public:
     void remove(target_addr addr);
     /// The site at addr, null when there is none.
     const breakpoint_site* at(target_addr addr) const { return sites_.find(addr); }
+    /// Every site, lowest address first.
+    std::vector<const breakpoint_site*> all() const { return sites_.all(); }
 
     /// For a hold that may last (a `stop` hit or an `interrupt` the user
     /// looks at): moves every task out of a SIGTRAP stop of ours

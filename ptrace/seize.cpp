@@ -125,7 +125,7 @@ constexpr int leader_eperm_pause_us = 2000;
 
 // PTRACE_SEIZE, left after two ticks while a seize_bound is alive: errno,
 // or `escaped`.
-int bounded_seize(tid_t tid)
+int bounded_seize(tid_t tid, long options)
 {
     static std::sig_atomic_t count = 0;
     sigjmp_buf escape;
@@ -137,18 +137,18 @@ int bounded_seize(tid_t tid)
         sigemptyset(&set);
         sigaddset(&set, bound_signal());
         pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
-        log_request(PTRACE_SEIZE, tid, nullptr, as_ptr(trace_options), -1, EINTR);
+        log_request(PTRACE_SEIZE, tid, nullptr, as_ptr(options), -1, EINTR);
         return escaped;
     }
     count = count == INT_MAX ? 1 : count + 1;
     g_escape = &escape;
     g_seize_in_call = count;
     errno = 0;
-    long r = ::ptrace(PTRACE_SEIZE, tid.value, nullptr, as_ptr(trace_options));
+    long r = ::ptrace(PTRACE_SEIZE, tid.value, nullptr, as_ptr(options));
     int err = r == -1 ? errno : 0;
     g_seize_in_call = 0;
     g_escape = nullptr;
-    log_request(PTRACE_SEIZE, tid, nullptr, as_ptr(trace_options), r, err);
+    log_request(PTRACE_SEIZE, tid, nullptr, as_ptr(options), r, err);
     return err;
 }
 
@@ -196,9 +196,9 @@ seize_bound::~seize_bound()
         --g_bounds;
 }
 
-bool seize_task(pid_t pid, tid_t tid, bool is_leader)
+bool seize_task(pid_t pid, tid_t tid, bool is_leader, long options)
 {
-    int err = g_bounds > 0 ? bounded_seize(tid) : ptrace_call(PTRACE_SEIZE, tid, nullptr, as_ptr(trace_options));
+    int err = g_bounds > 0 ? bounded_seize(tid, options) : ptrace_call(PTRACE_SEIZE, tid, nullptr, as_ptr(options));
     if (err == escaped)
         throw error(error_domain::target, exec_under_way,
                     fmt::format("process {} ({}) is in the middle of an exec; attach again once it is done", pid,
@@ -208,7 +208,7 @@ bool seize_task(pid_t pid, tid_t tid, bool is_leader)
     // explaining. A lasting refusal costs a few milliseconds.
     for (int again = 0; err == EPERM && is_leader && again < leader_eperm_retries; ++again) {
         ::usleep(leader_eperm_pause_us);
-        err = ptrace_call(PTRACE_SEIZE, tid, nullptr, as_ptr(trace_options));
+        err = ptrace_call(PTRACE_SEIZE, tid, nullptr, as_ptr(options));
     }
     if (err == 0)
         return true;

@@ -29,14 +29,15 @@ struct launch_options {
     bool prompt_takes_interrupts = false;
 };
 
-/// PTRACE_SEIZE of task tid of process pid with trace_options. True when
+/// PTRACE_SEIZE of task tid of process pid with `options` (trace_options,
+/// or those without PTRACE_O_TRACECLONE: birth_tracing.hpp). True when
 /// it is ours now; false for a thread (not the leader) that needs no seizing:
 /// it died meanwhile, is exiting, or is ours already through its parent's
 /// clone event. Throws tdctl::error (os) with one actionable line
 /// (attach_diagnosis.hpp) otherwise; while a seize_bound is alive on this
 /// thread, tdctl::error (target, exec_under_way) when the seize waited past
 /// the bound.
-bool seize_task(pid_t pid, tid_t tid, bool is_leader);
+bool seize_task(pid_t pid, tid_t tid, bool is_leader, long options = trace_options);
 
 /// The code of a tdctl::error (target) whose cause passes by itself: an
 /// exec under way in the process (attach again once it is done).

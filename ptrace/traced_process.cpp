@@ -141,17 +141,6 @@ std::optional<int> reap_after_detach(pid_t pid, waiter& wait, left_at_detach& le
     return leader_status;
 }
 
-/// Seizes each task of `tids` that is not ours yet (nor a clone child met
-/// early) and adds it to `tasks`; each seize bounded (seize_bound: an exec
-/// under way would hold one for ever). Throws as seize_task().
-void seize_each(pid_t pid, const std::vector<tid_t>& tids, task_table& tasks, const task_births& births)
-{
-    seize_bound bound;
-    for (tid_t tid : tids)
-        if (!tasks.contains(tid) && !births.is_met_early(tid) && seize_task(pid, tid, false))
-            tasks.add(tid);
-}
-
 /// Takes run_to()'s site at `where` out: reason count zero, bytes restored.
 void take_site_out(site_table& sites, change_journal& journal, target_addr where)
 {
@@ -177,7 +166,7 @@ const char* stop_kind_name(stop_kind k)
 }
 
 traced_process::traced_process(pid_t pid, bool launched, std::unique_ptr<waiter> wait)
-    : pid_(pid), launched_(launched), waiter_(std::move(wait)), births_(pid, *waiter_, sites_), sigtrap_guard_(pid)
+    : pid_(pid), launched_(launched), waiter_(std::move(wait)), births_(pid, *waiter_, sites_), new_threads_(pid, tasks_, births_), sigtrap_guard_(pid)
 {
 }
 
@@ -233,7 +222,7 @@ std::unique_ptr<traced_process> traced_process::attach(pid_t pid, int cancel_fd)
     // found by the pass below, once every seized task is stopped — a second
     // listing here would only repeat its work (a listing of /proc/PID/task
     // costs about 1.3 µs a thread).
-    seize_each(pid, procfs::list_tasks(pid), p->tasks_, p->births_);
+    p->new_threads_.seize(procfs::list_tasks(pid));
     throw_if_cancelled(p->cancel_fd_, pid);
     p->stop_all();
     // A task seized while it was inside clone() makes an untraced thread
@@ -242,18 +231,7 @@ std::unique_ptr<traced_process> traced_process::attach(pid_t pid, int cancel_fd)
     // is stopped, no seized task can be half-way through a clone, so a pass
     // over /proc/PID/task that finds no stranger proves every thread of the
     // process is ours and stopped: only then may a byte be planted.
-    for (int pass = 0;; ++pass) {
-        std::vector<tid_t> strangers;
-        for (tid_t tid : procfs::list_tasks(pid))
-            if (!p->tasks_.contains(tid) && !p->births_.is_met_early(tid))
-                strangers.push_back(tid);
-        if (strangers.empty())
-            break;
-        if (pass == 1000)
-            throw error::target(fmt::format("process {} creates threads faster than they can be attached", pid));
-        seize_each(pid, strangers, p->tasks_, p->births_);
-        p->stopper_->stop_running(false, p->cancel_fd_);
-    }
+    p->new_threads_.seize_strangers([&p] { p->stopper_->stop_running(false, p->cancel_fd_); });
     for (auto& [tid, t] : p->tasks_) {
         if (auto tp = registers::read_thread_pointer(tid))
             t->set_thread_pointer(*tp);
@@ -544,6 +522,7 @@ std::optional<stop_event> traced_process::on_exec(tid_t tid, wait_status ws)
     memory_->reopen();
     journal_->forget_all();  // the old image's changes went with it
     sigtrap_guard_.reopen();
+    new_threads_.after_exec(leader);
     t.note_status(ws);
     t.hit.reset();
     t.set_newest_clone_child({});
@@ -628,8 +607,12 @@ void traced_process::restart(task& t)
 void traced_process::stop_all()
 {
     ++hold_depth_;
-    if (!gone_)
-        stopper_->stop_running(peek_stops_, cancel_fd_);
+    if (gone_)
+        return;
+    stopper_->stop_running(peek_stops_, cancel_fd_);
+    // Threads born untraced run on: they are seized and stopped too.
+    if (new_threads_.leaves_births_untraced())
+        new_threads_.seize_strangers([this] { stopper_->stop_running(peek_stops_, cancel_fd_); });
 }
 
 bool traced_process::park_signal_stop(tid_t tid)

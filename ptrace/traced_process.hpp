@@ -19,6 +19,7 @@
 #include "base/types.hpp"
 #include "base/unique_fd.hpp"
 #include "ptrace/breakpoint_site.hpp"
+#include "ptrace/birth_tracing.hpp"
 #include "ptrace/breakpoints.hpp"
 #include "ptrace/process_memory.hpp"
 #include "ptrace/registers_x86_64.hpp"
@@ -81,6 +82,10 @@ public:
     /// process is ours (attach() and launch() return it so).
     ptrace::breakpoints& sites() { return *breakpoints_; }
     const ptrace::breakpoints& sites() const { return *breakpoints_; }
+
+    /// Whether threads born from now on are traced (ptrace/birth_tracing.hpp):
+    /// while they are not, stop_all() also seizes and stops the strangers.
+    birth_tracing& new_threads() { return new_threads_; }
 
     /// Next stop the owner must handle: queued ones first, then from the
     /// wait (waiter::wait_any: one blocking waitpid() per status) for at
@@ -202,6 +207,7 @@ private:
     task_table tasks_;
     site_table sites_;
     task_births births_;
+    birth_tracing new_threads_;  // after tasks_ and births_
     sigtrap_guard sigtrap_guard_;
     terminal_interrupts terminal_interrupts_;  // launched under a prompt: a Ctrl-C is tdctl's
     std::deque<stop_event> queue_;
