@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -97,14 +98,13 @@ static void stop_with_signal(void (*function)(struct tdagent_thread *), struct t
     tdagent_stop_for_report(function, subject, &mask);
 }
 
-/* 1: this thread has no tracer; 0: it has one; -1: its status cannot be
- * read. Raw system calls only (a report may run in a signal handler). */
-static int untraced(void)
+/* 1: the task of `path` (a status file) has no tracer; 0: it has one; -1:
+ * its status cannot be read. Raw system calls only (a report may run in a
+ * signal handler). */
+static int untraced_at(const char *path)
 {
     char buf[2048];
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC);
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
     size_t got = 0;
@@ -122,6 +122,23 @@ static int untraced(void)
     if (*p < '0' || *p > '9')
         return -1;
     return *p == '0' ? 1 : 0;
+}
+
+int tdagent_thread_untraced(void)
+{
+    return untraced_at("/proc/thread-self/status");
+}
+
+/* The process's (its leader's) tracer, not this thread's: a thread born
+ * while streaming is untraced with its controller alive. */
+int tdagent_process_untraced(void)
+{
+    return untraced_at("/proc/self/status");
+}
+
+static int untraced(void)
+{
+    return tdagent_process_untraced();
 }
 
 unsigned char tdagent_controller_gone;
@@ -198,43 +215,102 @@ static void note_context(struct tdagent_ring_put_args *entry, const struct tdage
         break;
     default: break;
     }
+    /* A thread's reports at its end carry its name: it may be gone when the
+     * controller drains. */
+    if (subject == reporter && reporter->death_reported && reporter->exit_name[0] != 0)
+        entry->name = reporter->exit_name;
 }
 
-/* Writes a streamed event to the reporting thread's ring: 1 when written,
- * or counted as dropped in drop mode (no stop, no buffer); 0 to report the
- * usual way (a full ring in lossless mode, or no ring of its own and a full
- * shared ring). A thread with no ring of its own (none free, its ring
- * released at its end, or a signal handler that interrupted this thread's
- * own put: one producer per ring, never re-entered) writes to the shared
- * ring. */
+/* Writes `entry` to the region's shared ring; in a waiting stream, waits
+ * for room as long as the stream goes on. */
+static int put_shared(struct tdagent_ring_region *region, const struct tdagent_ring_put_args *entry,
+                      unsigned mode)
+{
+    for (unsigned naps = 0;;) {
+        if (tdagent_ring_put_shared(region, entry))
+            return 1;
+        if (!(mode & TDAGENT_STREAM_WAITS) || !tdagent_ring_wait_room(&naps))
+            return 0;
+    }
+}
+
+/* Writes `entry` to `producer`'s ring (the calling thread's own record): 1
+ * when written, or counted as dropped in drop mode (no stop, no buffer); 0
+ * to report the usual way (a full ring in lossless mode, or no ring of its
+ * own and a full shared ring). A thread with no ring of its own (none free,
+ * its ring released at its end, or a signal handler that interrupted this
+ * thread's own put: one producer per ring, never re-entered) writes to the
+ * shared ring. In a waiting stream (TDAGENT_STREAM_WAITS) a full ring is
+ * waited on instead: 0 only once streaming went off meanwhile. */
+static int stream_entry(struct tdagent_thread *producer, const struct tdagent_ring_put_args *entry)
+{
+    const unsigned mode = __atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED);
+    if (producer->ring == TDAGENT_RING_RELEASED || producer->ring_busy) {
+        struct tdagent_ring_region *region = tdagent_ring_region();
+        return region != NULL && put_shared(region, entry, mode);
+    }
+    producer->ring_busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    struct tdagent_ring_region *region = tdagent_ring_region();
+    if (producer->ring == NULL && region != NULL)
+        producer->ring = tdagent_ring_claim(region, producer->tid);
+    int written = 0;
+    if (producer->ring != NULL) {
+        /* Drop mode: a full ring counts the event in its drop counter, and
+         * that is the report (the controller prints the count). */
+        const int drop = (mode & TDAGENT_STREAM_HOW) == TDAGENT_STREAM_DROP;
+        for (unsigned naps = 0;;) {
+            written = tdagent_ring_put(producer->ring, entry, drop) || drop;
+            if (written || !(mode & TDAGENT_STREAM_WAITS) || !tdagent_ring_wait_room(&naps))
+                break;
+        }
+    } else if (region != NULL) {
+        written = put_shared(region, entry, mode);
+    }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    producer->ring_busy = 0;
+    return written;
+}
+
+/* Writes a streamed event of `reporter` (the calling thread) to its ring
+ * (stream_entry). */
 static int stream_report(struct tdagent_thread *reporter, struct tdagent_thread *subject, td_event_e event,
                          void *data)
 {
     struct tdagent_ring_put_args entry = {(uint64_t)(uintptr_t)subject, (uint64_t)(uintptr_t)data,
                                           __atomic_load_n(&subject->tid, __ATOMIC_RELAXED),
-                                          reporter->tid, (uint32_t)event, 0, 0, 0, 0};
+                                          reporter->tid, (uint32_t)event, 0, 0, 0, 0, NULL};
     note_context(&entry, reporter, subject, event);
-    if (reporter->ring == TDAGENT_RING_RELEASED || reporter->ring_busy) {
-        struct tdagent_ring_region *region = tdagent_ring_region();
-        return region != NULL && tdagent_ring_put_shared(region, &entry);
+    return stream_entry(reporter, &entry);
+}
+
+int tdagent_streams_births_unheld(const struct tdagent_thread *creator)
+{
+    return (__atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED) & TDAGENT_STREAM_WAITS) &&
+           stream_selected(creator, TD_CREATE) &&
+           (stream_selected(creator, TD_CONCURRENCY) || !tdagent_event_selected(creator, TD_CONCURRENCY));
+}
+
+void tdagent_stream_birth(struct tdagent_thread *rec)
+{
+    if (!(__atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED) & TDAGENT_STREAM_WAITS))
+        return; /* the stream ended meanwhile */
+    if (rec->stream_birth & 1) {
+        /* Its name as its creator's report would find it: inherited. */
+        char name[16] = {0};
+        syscall(SYS_prctl, PR_GET_NAME, name, 0L, 0L, 0L);
+        struct tdagent_ring_put_args entry = {(uint64_t)(uintptr_t)rec, (uint64_t)(uintptr_t)rec, rec->tid,
+                                              rec->creator_tid, (uint32_t)TD_CREATE, 0,
+                                              (uint64_t)(uintptr_t)rec->report_site,
+                                              (uint64_t)(uintptr_t)rec->start_routine, 0, name};
+        (void)stream_entry(rec, &entry);
     }
-    reporter->ring_busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    struct tdagent_ring_region *region = tdagent_ring_region();
-    if (reporter->ring == NULL && region != NULL)
-        reporter->ring = tdagent_ring_claim(region, reporter->tid);
-    int written = 0;
-    if (reporter->ring != NULL) {
-        /* Drop mode: a full ring counts the event in its drop counter, and
-         * that is the report (the controller prints the count). */
-        const int drop = __atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED) == TDAGENT_STREAM_DROP;
-        written = tdagent_ring_put(reporter->ring, &entry, drop) || drop;
-    } else if (region != NULL) {
-        written = tdagent_ring_put_shared(region, &entry);
+    if (rec->stream_birth & 2) {
+        struct tdagent_ring_put_args entry = {(uint64_t)(uintptr_t)rec->creator,
+                                              (uint64_t)(intptr_t)rec->birth_nthreads, rec->creator_tid,
+                                              rec->creator_tid, (uint32_t)TD_CONCURRENCY, 0, 0, 0, 0, NULL};
+        (void)stream_entry(rec, &entry);
     }
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    reporter->ring_busy = 0;
-    return written;
 }
 
 void tdagent_report(struct tdagent_thread *reporter, struct tdagent_thread *subject, td_event_e event, void *data)

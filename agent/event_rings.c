@@ -14,10 +14,13 @@
  * The controller writes a
  * heartbeat at each drain; a thread that finds it older than a second (every
  * 256 puts, and at a full ring) turns streaming off, so a target whose
- * controller died stops writing to rings nobody reads. A full ring is never overwritten
- * and never waited on: the put fails, and the caller falls back to a
- * stopping report, or, when the controller asked for drops
- * (__tdagent_streaming == 2), the ring's drop counter counts the event.
+ * controller died stops writing to rings nobody reads. A full ring is never
+ * overwritten: the put fails, and the caller falls back to a stopping
+ * report, or, when the controller asked for drops (__tdagent_streaming's
+ * low bits 2), the ring's drop counter counts the event. When the
+ * controller leaves threads born meanwhile untraced (TDAGENT_STREAM_WAITS
+ * set), nothing can stop for a report: a full ring is waited on, in naps,
+ * until the controller drained it, or until the process has no tracer.
  * A thread without a ring of its own (every ring taken, its ring released
  * at its end, or its own put interrupted by a signal handler that reports)
  * writes to the shared ring after the per-thread rings; only when that is
@@ -30,6 +33,7 @@
  * and makes its own if it streams. The layout reaches the controller only
  * through the _tdagent_db_ring_* descriptors and the header's own sizes. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <linux/futex.h>
@@ -48,6 +52,9 @@
 #define HEARTBEAT_EVERY 256u /* puts between two looks at the heartbeat; a power of two */
 #define HEARTBEAT_STALE_NS 1000000000ull
 #define SHARED_ENTRIES 16384u /* the shared ring's slots; a power of two */
+#define WAIT_FIRST_NAP_NS 50000ull /* a waiting put's first nap; doubled up to 32 times it (1.6 ms) */
+#define EXEC_SEIZE_BOUND_MS 2000u /* the longest an untraced thread waits to be seized before its exec */
+#define WAIT_LOOK_EVERY 1024u /* naps between two looks at the heartbeat; a power of two */
 
 struct tdagent_ring_entry {
     uint64_t time_ns;     /* CLOCK_MONOTONIC in the target when reported */
@@ -62,6 +69,9 @@ struct tdagent_ring_entry {
     uint64_t start_routine; /* TD_CREATE: the new thread's start routine; 0 otherwise */
     uint32_t lock_kind;   /* a lock event: enum tdagent_lock_kind; 0 otherwise */
     uint32_t pad_;
+    char name[16];        /* the subject's comm when its thread is about to end or just began
+                             (TD_CREATE, TD_DEATH, its own TD_REAP and TD_CONCURRENCY at its
+                             end): it may be gone when the controller drains; else empty */
 };
 
 struct tdagent_ring {
@@ -86,7 +96,8 @@ struct tdagent_ring_region {
     uint64_t no_ring;      /* events that found no free ring (nor room in the shared ring) */
     uint32_t shared_offset;  /* bytes from the region to the shared ring */
     uint32_t shared_entries; /* its slots */
-    uint32_t pad_[6];
+    uint32_t seize_requests; /* threads about to exec untraced, asking to be seized (tdagent_before_exec) */
+    uint32_t pad_[5];
 };
 
 /* The shared ring: where a thread with no ring of its own (more threads
@@ -110,6 +121,10 @@ TDAGENT_EXPORT struct tdagent_rings_anchor __tdagent_rings;
  * every known thread stream them (the controller sets both). */
 TDAGENT_EXPORT td_thr_events_t __tdagent_stream_events;
 TDAGENT_EXPORT unsigned char __tdagent_streaming;
+/* The highest __tdagent_streaming bit this agent knows: a controller sets
+ * TDAGENT_STREAM_WAITS (and leaves new threads untraced) only when it is
+ * there. */
+TDAGENT_EXPORT const uint32_t _tdagent_db_stream_bits = TDAGENT_STREAM_WAITS;
 
 #define MEMBER_SIZE(type, member) (sizeof(((type *)0)->member))
 #define RING_FIELD(name, type, member) \
@@ -145,8 +160,12 @@ RING_FIELD(entry_lock_owner, struct tdagent_ring_entry, lock_owner);
 RING_FIELD(entry_call_site, struct tdagent_ring_entry, call_site);
 RING_FIELD(entry_start_routine, struct tdagent_ring_entry, start_routine);
 RING_FIELD(entry_lock_kind, struct tdagent_ring_entry, lock_kind);
+RING_FIELD(entry_name, struct tdagent_ring_entry, name);
+RING_FIELD(region_seize_requests, struct tdagent_ring_region, seize_requests);
 
 enum { anchor_none = 0, anchor_making = 1, anchor_ready = 2, anchor_failed = 3 };
+/* The thread making the region (anchor_making). */
+static pid_t region_maker;
 
 static uint64_t monotonic_ns(void)
 {
@@ -208,11 +227,22 @@ struct tdagent_ring_region *tdagent_ring_region(void)
     int32_t state = __atomic_load_n(&__tdagent_rings.state, __ATOMIC_ACQUIRE);
     if (state == anchor_ready)
         return (struct tdagent_ring_region *)(uintptr_t)__tdagent_rings.address;
+    if (state == anchor_making && (__atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED) & TDAGENT_STREAM_WAITS)) {
+        /* Nothing may stop in a waiting stream: wait for the maker (unless
+         * this is the maker, in a signal handler that reports). */
+        if (__atomic_load_n(&region_maker, __ATOMIC_RELAXED) == (pid_t)syscall(SYS_gettid))
+            return NULL;
+        const struct timespec nap = {0, (long)WAIT_FIRST_NAP_NS};
+        while ((state = __atomic_load_n(&__tdagent_rings.state, __ATOMIC_ACQUIRE)) == anchor_making)
+            syscall(SYS_nanosleep, &nap, NULL);
+        return state == anchor_ready ? (struct tdagent_ring_region *)(uintptr_t)__tdagent_rings.address : NULL;
+    }
     if (state != anchor_none)
         return NULL;
     if (!__atomic_compare_exchange_n(&__tdagent_rings.state, &state, anchor_making, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
         return NULL; /* another thread makes it: this event falls back */
+    __atomic_store_n(&region_maker, (pid_t)syscall(SYS_gettid), __ATOMIC_RELAXED);
     struct tdagent_ring_region *region = make_region();
     __atomic_store_n(&__tdagent_rings.state, region != NULL ? anchor_ready : anchor_failed, __ATOMIC_RELEASE);
     return region;
@@ -242,8 +272,11 @@ void tdagent_ring_release(struct tdagent_ring *r)
  * is gone or stuck, so streaming goes off by itself (its events then take
  * the usual way, a stop a stuck controller takes later); a controller that
  * is gone (no tracer) takes every reporting with it
- * (tdagent_check_controller). Read at every full ring and every
- * HEARTBEAT_EVERY puts. */
+ * (tdagent_check_controller). A waiting stream (TDAGENT_STREAM_WAITS) has
+ * threads with no tracer to stop for: it stays on while the process has a
+ * tracer (a stuck controller holds the threads whose rings are full, as
+ * its stops would) and goes off with every reporting once it has none.
+ * Read at every full ring and every HEARTBEAT_EVERY puts. */
 static void check_heartbeat(uint64_t now)
 {
     struct tdagent_ring_region *region =
@@ -251,7 +284,11 @@ static void check_heartbeat(uint64_t now)
     if (region == NULL)
         return;
     uint64_t beat = __atomic_load_n(&region->heartbeat_ns, __ATOMIC_ACQUIRE);
-    if (now > beat && now - beat > HEARTBEAT_STALE_NS && __atomic_exchange_n(&__tdagent_streaming, 0, __ATOMIC_RELAXED))
+    if (now <= beat || now - beat <= HEARTBEAT_STALE_NS)
+        return;
+    if (__atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED) & TDAGENT_STREAM_WAITS)
+        tdagent_check_controller();
+    else if (__atomic_exchange_n(&__tdagent_streaming, 0, __ATOMIC_RELAXED))
         tdagent_check_controller();
 }
 
@@ -280,6 +317,10 @@ static void fill_entry(struct tdagent_ring_entry *slot, const struct tdagent_rin
     slot->call_site = e->call_site;
     slot->start_routine = e->start_routine;
     slot->lock_kind = e->lock_kind;
+    if (e->name != NULL)
+        memcpy(slot->name, e->name, sizeof slot->name);
+    else
+        slot->name[0] = 0;
 }
 
 int tdagent_ring_put_shared(struct tdagent_ring_region *region, const struct tdagent_ring_put_args *e)
@@ -327,6 +368,53 @@ int tdagent_ring_put(struct tdagent_ring *r, const struct tdagent_ring_put_args 
     return 1;
 }
 
+int tdagent_ring_wait_room(unsigned *naps)
+{
+    if (!(__atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED) & TDAGENT_STREAM_WAITS))
+        return 0;
+    if (*naps == 0)
+        wake_controller();
+    /* A stale heartbeat is looked at about once a second of naps: the look
+     * reads /proc when it is stale. */
+    if ((*naps & (WAIT_LOOK_EVERY - 1)) == WAIT_LOOK_EVERY - 1) {
+        check_heartbeat(monotonic_ns());
+        if (!(__atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED) & TDAGENT_STREAM_WAITS))
+            return 0;
+    }
+    const unsigned shift = *naps < 5 ? *naps : 5;
+    struct timespec nap = {0, (long)(WAIT_FIRST_NAP_NS << shift)};
+    syscall(SYS_nanosleep, &nap, NULL);
+    ++*naps;
+    return 1;
+}
+
+void tdagent_before_exec(void)
+{
+    if (!(__atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED) & TDAGENT_STREAM_WAITS))
+        return;
+    const int saved = errno;
+    struct tdagent_ring_region *region = NULL;
+    if (tdagent_thread_untraced() == 1 && tdagent_process_untraced() == 0)
+        region = tdagent_ring_region();
+    if (region != NULL) {
+        __atomic_add_fetch(&region->seize_requests, 1, __ATOMIC_RELEASE);
+        wake_controller();
+        /* Seized at the controller's next drain (a hold seizes every
+         * thread): a few ms. A controller gone or stuck past the bound
+         * leaves the exec to happen untraced. */
+        const struct timespec nap = {0, 1000000};
+        for (unsigned naps = 0; naps < EXEC_SEIZE_BOUND_MS; ++naps) {
+            syscall(SYS_nanosleep, &nap, NULL);
+            if (tdagent_thread_untraced() != 1 || !(__atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED) &
+                                                    TDAGENT_STREAM_WAITS))
+                break;
+            if (naps % 100 == 99 && tdagent_process_untraced() != 0)
+                break;
+        }
+    }
+    errno = saved;
+}
+
 void tdagent_rings_after_fork_child(void)
 {
     /* The parent's region is the parent's: unmap this copy of it. */
@@ -335,6 +423,7 @@ void tdagent_rings_after_fork_child(void)
         syscall(SYS_close, (long)__tdagent_rings.fd);
     }
     memset(&__tdagent_rings, 0, sizeof __tdagent_rings);
+    region_maker = 0;
     /* Nobody drains a child's rings: it reports as it would without them. */
     memset(&__tdagent_stream_events, 0, sizeof __tdagent_stream_events);
     __atomic_store_n(&__tdagent_streaming, 0, __ATOMIC_RELAXED);

@@ -145,7 +145,9 @@ extern td_thr_events_t __tdagent_stream_events;
 /* Set with __tdagent_stream_events: every known thread streams those events,
  * whatever its own report_events (a thread born meanwhile too). 0: off;
  * 1: an event a full ring cannot take is reported the usual way (lossless);
- * 2: it is counted in the ring's drop counter instead. */
+ * 2: it is counted in the ring's drop counter instead; either plus 4: a
+ * report a ring cannot take waits for room rather than stopping (the
+ * controller left the threads born meanwhile untraced). */
 extern unsigned char __tdagent_streaming;
 
 /* Reporting functions: each a one-byte `ret` followed by int3 padding, called

@@ -45,9 +45,13 @@ struct tdagent_thread *tdagent_adopt(void) TDAGENT_HIDDEN;
  * the one copy (a copy relocation), which a hidden alias would not see. */
 extern unsigned char __tdagent_streaming;
 /* Its values besides 0 (tdagent.h): a full ring falls back to the usual
- * report, or counts a drop. */
+ * report, or counts a drop (the low two bits); with TDAGENT_STREAM_WAITS
+ * added, a report a ring cannot take waits for room instead of stopping
+ * (threads born while streaming have no tracer to stop for). */
 #define TDAGENT_STREAM_LOSSLESS 1
 #define TDAGENT_STREAM_DROP 2
+#define TDAGENT_STREAM_HOW 3
+#define TDAGENT_STREAM_WAITS 4
 
 /* What kind of lock a report is about, as a streamed report carries it
  * (the ring entry's lock_kind; tdagent.h). */
@@ -106,6 +110,17 @@ int tdagent_event_selected(const struct tdagent_thread *reporter, td_event_e eve
  * __tdagent_stream_events: every known thread, whatever its own flag). */
 int tdagent_event_wanted(const struct tdagent_thread *reporter, td_event_e event) TDAGENT_HIDDEN;
 
+/* A waiting stream (TDAGENT_STREAM_WAITS: nothing ever stops for a report)
+ * streams `creator`'s TD_CREATE, and its TD_CONCURRENCY or does not report
+ * it: the new thread then streams both itself, first thing at its start
+ * (tdagent_stream_birth), and nobody waits for anybody. */
+int tdagent_streams_births_unheld(const struct tdagent_thread *creator) TDAGENT_HIDDEN;
+/* In the new thread `rec`, registered, before its start routine: streams
+ * the TD_CREATE (reporter its creator, subject itself, the call site and
+ * start routine its creator noted) and TD_CONCURRENCY its creator left to
+ * it (rec->stream_birth). Nothing once streaming went off meanwhile. */
+void tdagent_stream_birth(struct tdagent_thread *rec) TDAGENT_HIDDEN;
+
 /* Reports `event` with `data` into subject's buffer if `reporter` reports it:
  * fills the buffer (overwriting an unread message), pushes subject on
  * __tdagent_last_event unless its buffer already held a message, and calls
@@ -114,8 +129,9 @@ int tdagent_event_wanted(const struct tdagent_thread *reporter, td_event_e event
 void tdagent_report(struct tdagent_thread *reporter, struct tdagent_thread *subject, td_event_e event,
                     void *data) TDAGENT_HIDDEN;
 
-/* The controller that armed reporting is gone when this thread has no
- * tracer (/proc/thread-self/status's TracerPid is 0): then reporting goes
+/* The controller that armed reporting is gone when the process has no
+ * tracer (/proc/self/status's TracerPid, the leader's, is 0: a thread born
+ * while streaming has none of its own, and its controller is alive): then reporting goes
  * off by itself (the streaming flag, the global event mask and the stop
  * flags back to 0, and tdagent_controller_gone set, so that each thread
  * turns its own report_events off at its next wrapper: see
@@ -125,6 +141,11 @@ void tdagent_report(struct tdagent_thread *reporter, struct tdagent_thread *subj
  * heartbeat, a message no stop consumed); a few system calls, errno kept.
  * Async-signal-safe. */
 void tdagent_check_controller(void) TDAGENT_HIDDEN;
+/* 1: no tracer (the calling thread's own, /proc/thread-self/status; the
+ * process's, /proc/self/status: its leader's); 0: one; -1: unreadable. Raw
+ * system calls, async-signal-safe. */
+int tdagent_thread_untraced(void) TDAGENT_HIDDEN;
+int tdagent_process_untraced(void) TDAGENT_HIDDEN;
 
 /* The reporting functions by td_event_e (NULL for events with none), from
  * event_functions_x86_64.S. */
@@ -239,13 +260,15 @@ struct tdagent_ring_put_args {
     uint64_t call_site;
     uint64_t start_routine;
     uint32_t lock_kind;
+    const char *name; /* 16 bytes: the subject's comm (entry's name), or NULL for none */
 };
 /* A record's ring once its thread ended (no ring is claimed again). */
 #define TDAGENT_RING_RELEASED ((struct tdagent_ring *)1)
 /* The events the controller asked to stream (__tdagent_stream_events). */
 extern td_thr_events_t __tdagent_stream_events;
-/* The region, made on first use; NULL while another thread makes it or
- * when it cannot be made. */
+/* The region, made on first use; NULL when it cannot be made, or while
+ * another thread makes it (in a waiting stream, TDAGENT_STREAM_WAITS, the
+ * caller waits for that thread instead, unless it is that thread). */
 struct tdagent_ring_region *tdagent_ring_region(void) TDAGENT_HIDDEN;
 /* A free ring claimed for the thread `tid`, or NULL (counted) when none is. */
 struct tdagent_ring *tdagent_ring_claim(struct tdagent_ring_region *region, pid_t tid) TDAGENT_HIDDEN;
@@ -261,7 +284,19 @@ int tdagent_ring_put(struct tdagent_ring *r, const struct tdagent_ring_put_args 
  * written; 0 when the shared ring is full (counted in the region's no_ring):
  * the caller reports the usual way. Async-signal-safe, re-entrant. */
 int tdagent_ring_put_shared(struct tdagent_ring_region *region, const struct tdagent_ring_put_args *e) TDAGENT_HIDDEN;
+/* A put found its ring full while the stream waits (TDAGENT_STREAM_WAITS):
+ * wakes the controller (at the first nap), then naps (50 us, doubling up to
+ * 1.6 ms). 1: try the put again; 0: give up, streaming went off (the
+ * controller ended it, or the process has no tracer any more: its
+ * controller died). `naps` counts this put's naps, 0 at the first call. */
+int tdagent_ring_wait_room(unsigned *naps) TDAGENT_HIDDEN;
 void tdagent_rings_after_fork_child(void) TDAGENT_HIDDEN;
+/* Before an exec (exec_wrappers.c): in a waiting stream, a thread born
+ * untraced asks the controller to seize it (the region's seize_requests,
+ * and a wake) and waits until it is traced, up to 2 s, so that its exec
+ * comes to the controller as an exec event and not as a process that
+ * vanished from under it. A traced thread, or no stream: nothing. errno kept. */
+void tdagent_before_exec(void) TDAGENT_HIDDEN;
 
 /* ---- semaphores used as locks (lock_semaphores.c) ---------------------
  * Lock-free; async-signal-safe. */

@@ -51,7 +51,7 @@ struct tdagent_thread {
     unsigned char map_state;           /* enum tdagent_map_state; under the registry lock */
     unsigned char has_trampoline;      /* started through the agent's start routine */
     unsigned char death_reported;      /* TD_DEATH path already run (only touched by the thread itself) */
-    unsigned char pad1_;
+    unsigned char stream_birth;        /* its creator left TD_CREATE (1) and TD_CONCURRENCY (2) for it to stream */
     unsigned long nsignals;            /* handlers entered by this thread (ru_nsignals) */
     struct tdagent_ring *ring;         /* its event ring once claimed; (void *)1 once released */
     int ring_busy;                     /* a put is under way (a handler reporting meanwhile falls back) */
@@ -61,6 +61,10 @@ struct tdagent_thread {
     void *report_site;                 /* return address into the wrapper's caller */
     uint32_t report_lock_kind;         /* enum tdagent_lock_kind of the lock waited for */
     int32_t report_lock_owner;         /* its owner's TID when the wait began; 0 unknown */
+    /* The creator of a thread that streams its own birth (stream_birth). */
+    struct tdagent_thread *creator;
+    pid_t creator_tid;
+    char exit_name[16];                /* its comm when its end began (streamed with its last reports) */
 } __attribute__((aligned(64)));
 
 #endif /* TDAGENT_RECORD_H */

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include "tdagent_internal.h"
 #include "thread_lifecycle.h"
 
@@ -173,6 +175,9 @@ static void thread_exit_hook(void *arg)
      * not find it later (a no-op when called from that destructor). */
     if (has_exit_key && !rec->has_trampoline)
         pthread_setspecific(exit_key, NULL);
+    rec->exit_name[0] = 0;
+    if (TDAGENT_UNLIKELY(__atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED)))
+        syscall(SYS_prctl, PR_GET_NAME, rec->exit_name, 0L, 0L, 0L);
 
     tdagent_report(rec, rec, TD_DEATH, rec);
     int n = tdagent_registry_remove_live(rec);
@@ -217,6 +222,8 @@ static void *thread_start(void *arg)
     tdagent_registry_add_live(rec);
 
     __atomic_store_n(&rec->phase, phase_registered, __ATOMIC_RELEASE);
+    if (rec->stream_birth)
+        tdagent_stream_birth(rec);
     if (rec->hold) {
         tdagent_futex_wake_all(&rec->phase);
         while (__atomic_load_n(&rec->phase, __ATOMIC_ACQUIRE) != phase_released)
@@ -253,8 +260,19 @@ TDAGENT_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
     if (attr != NULL)
         pthread_attr_getdetachstate(attr, &detach_state);
     rec->state = detach_state == PTHREAD_CREATE_DETACHED ? TDAGENT_DETACHED : TDAGENT_JOINABLE;
-    /* Only a creator that will report makes the new thread wait. */
-    rec->hold = tdagent_event_wanted(self, TD_CREATE) || tdagent_event_wanted(self, TD_CONCURRENCY);
+    /* Only a creator that will report makes the new thread wait; in a
+     * waiting stream the new thread streams its birth itself (its TD_CREATE
+     * then precedes its other events in its own ring). */
+    rec->stream_birth = 0;
+    rec->hold = 0;
+    if (self != &tdagent_unregistered && self != &tdagent_departed && tdagent_streams_births_unheld(self)) {
+        rec->stream_birth = (unsigned char)(1 | (tdagent_event_wanted(self, TD_CONCURRENCY) ? 2 : 0));
+        rec->creator = self;
+        rec->creator_tid = self->tid;
+        rec->report_site = __builtin_return_address(0);
+    } else {
+        rec->hold = tdagent_event_wanted(self, TD_CREATE) || tdagent_event_wanted(self, TD_CONCURRENCY);
+    }
 
     int err = tdagent_real.pthread_create(thread, attr, thread_start, rec);
     if (err != 0) {

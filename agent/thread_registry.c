@@ -92,6 +92,9 @@ struct tdagent_thread *tdagent_registry_alloc(void)
     rec->map_state = TDAGENT_MAP_NEVER;
     rec->has_trampoline = 0;
     rec->death_reported = 0;
+    rec->stream_birth = 0;
+    rec->creator = NULL;
+    rec->creator_tid = 0;
     rec->nsignals = 0;
     rec->ring = NULL;
     rec->ring_busy = 0;

@@ -15,7 +15,7 @@ namespace tdctl::core {
 
 namespace {
 
-constexpr std::array<std::string_view, 35> wrapped = {
+constexpr std::array<std::string_view, 43> wrapped = {
     "pthread_create", "pthread_exit", "pthread_detach", "pthread_join", "pthread_tryjoin_np",
     "pthread_timedjoin_np", "pthread_clockjoin_np", "pthread_mutex_lock", "pthread_mutex_trylock",
     "pthread_mutex_timedlock", "pthread_mutex_clocklock", "pthread_rwlock_rdlock", "pthread_rwlock_wrlock",
@@ -23,7 +23,8 @@ constexpr std::array<std::string_view, 35> wrapped = {
     "pthread_rwlock_clockwrlock", "pthread_spin_lock", "pthread_cond_wait", "pthread_cond_timedwait",
     "pthread_cond_clockwait", "sem_init", "sem_destroy", "sem_post", "sem_wait", "sem_trywait", "sem_timedwait",
     "sem_clockwait", "pthread_barrier_wait",
-    "pthread_setconcurrency", "pthread_getconcurrency", "sigaction", "signal", "bsd_signal", "sysv_signal"};
+    "pthread_setconcurrency", "pthread_getconcurrency", "sigaction", "signal", "bsd_signal", "sysv_signal",
+    "execve", "execvpe", "execv", "execvp", "fexecve", "execl", "execlp", "execle"};
 
 constexpr std::string_view agent_module = "libtdagent.so";
 

@@ -124,6 +124,12 @@ std::optional<ring_layout> read_ring_layout(target_access& target)
         if (f)
             shared.*member = *f;
     }
+    // Names and seize requests, newer again: each taken when it is there.
+    if (auto name = field_of(target, "entry_name"); name && name->size == 16)
+        l.entry_name = shared.entry_name = *name;
+    if (auto requests = field_of(target, "region_seize_requests"); requests && requests->size == 4 &&
+                                                                     requests->offset % 4 == 0)
+        l.seize_requests = shared.seize_requests = *requests;
     if (whole && is_word(shared.shared_offset) && is_word(shared.shared_entries) &&
         shared.shared_reserved.size == 8 && shared.shared_tail.size == 8 && shared.shared_reserved.offset % 8 == 0 &&
         shared.shared_tail.offset % 8 == 0 && shared.shared_published.offset % 8 == 0)
@@ -179,6 +185,10 @@ std::optional<ring_region> ring_region::open(std::span<std::byte> bytes, const r
                                 &l.lock_owner, &l.call_site, &l.start_routine, &l.lock_kind})
         if (std::uint64_t{f->offset} + f->size > r.entry_size_)
             return std::nullopt;
+    if (std::uint64_t{l.entry_name.offset} + l.entry_name.size > r.entry_size_)
+        r.l_.entry_name = {};
+    if (std::uint64_t{l.seize_requests.offset} + l.seize_requests.size > bytes.size())
+        r.l_.seize_requests = {};
     for (const ring_field* f : {&l.head, &l.tail, &l.drops, &l.owner})
         if (std::uint64_t{f->offset} + f->size > l.entries.offset)
             return std::nullopt;
@@ -215,6 +225,10 @@ ring_event ring_region::entry_at(const std::byte* e) const
     ev.lock_kind = static_cast<std::uint32_t>(plain_word(e, l_.lock_kind));
     ev.call_site = target_addr{plain_word(e, l_.call_site)};
     ev.start_routine = target_addr{plain_word(e, l_.start_routine)};
+    if (l_.entry_name.size == 16 && e[l_.entry_name.offset] != std::byte{0}) {
+        const char* name = reinterpret_cast<const char*>(e + l_.entry_name.offset);
+        ev.name.assign(name, strnlen(name, 16));
+    }
     return ev;
 }
 
@@ -350,6 +364,14 @@ std::uint32_t* ring_region::wake_word() const
     if (l_.wake.size != 4 || l_.wake.offset % 4 != 0 || l_.wake.offset + 4 > bytes_.size())
         return nullptr;
     return reinterpret_cast<std::uint32_t*>(bytes_.data() + l_.wake.offset);
+}
+
+std::uint32_t ring_region::take_seize_requests()
+{
+    if (l_.seize_requests.size != 4)
+        return 0;
+    return std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(bytes_.data() + l_.seize_requests.offset))
+        .exchange(0, std::memory_order_acq_rel);
 }
 
 void ring_region::beat(std::uint64_t now_ns)

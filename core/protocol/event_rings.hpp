@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -50,6 +51,10 @@ struct ring_layout {
     // and its entries.
     ring_field shared_offset, shared_entries, shared_reserved, shared_tail, shared_published, shared_slots;
     bool has_shared_ring() const { return shared_slots.size != 0; }
+    // Newer still, each on its own (size 0 when the agent has none): an
+    // entry's 16-byte name (the subject's comm at its birth or end), and
+    // the header's count of threads asking to be seized before an exec.
+    ring_field entry_name, seize_requests;
 };
 
 /// Each field of ring_layout and the name of its descriptor (after
@@ -97,6 +102,9 @@ struct ring_event {
     /// caller of the agent's wrapper (0 otherwise).
     target_addr call_site;
     target_addr start_routine;   ///< TD_CREATE: the new thread's start routine
+    /// The subject's comm as the agent wrote it (its birth, its end), when
+    /// it did: the thread may be gone before the drain; else empty.
+    std::string name;
     std::uint32_t ring = 0;      ///< which ring it came from (ring_count(): the shared ring)
 };
 
@@ -159,6 +167,10 @@ public:
     std::uint64_t no_ring() const;
     /// Writes tdctl's heartbeat (CLOCK_MONOTONIC, ns).
     void beat(std::uint64_t now_ns);
+    /// How many threads asked to be seized before an exec since the last
+    /// call (the header's seize_requests, set back to 0); 0 when the agent
+    /// has no such word.
+    std::uint32_t take_seize_requests();
     /// The most entries the last drain_all() took from one ring.
     std::uint32_t fullest_in_last_drain() const { return fullest_; }
     /// The header's wake word (4 bytes, in this mapping): the agent adds

@@ -37,8 +37,11 @@ struct tdagent_ring_put_args {
     std::uint64_t call_site;
     std::uint64_t start_routine;
     std::uint32_t lock_kind;
+    const char* name = nullptr;
 };
 struct tdagent_ring_region* tdagent_ring_region();
+int tdagent_ring_wait_room(unsigned* naps);
+void tdagent_before_exec();
 struct tdagent_ring* tdagent_ring_claim(struct tdagent_ring_region* region, pid_t tid);
 void tdagent_ring_release(struct tdagent_ring* r);
 int tdagent_ring_put(struct tdagent_ring* r, const tdagent_ring_put_args* e, int count_drop);
@@ -52,13 +55,24 @@ void tdagent_check_controller()
 {
     ++controller_checks;
 }
+// Its tracer checks (agent/event_report.c): a controller is there, and this
+// thread is traced unless a test says otherwise.
+std::atomic<int> thread_untraced_answer{0};
+int tdagent_thread_untraced()
+{
+    return thread_untraced_answer.load();
+}
+int tdagent_process_untraced()
+{
+    return 0;
+}
 #define TDCTL_RING_DESCRIPTORS(X)                                                                                \
     X(region_magic) X(region_version) X(region_ring_count) X(region_ring_entries) X(region_ring_offset)          \
     X(region_ring_stride) X(region_entry_size) X(region_wake) X(region_heartbeat_ns) X(region_no_ring) X(head)   \
     X(tail) X(drops) X(owner) X(entries) X(entry_time_ns) X(entry_subject) X(entry_data) X(entry_subject_tid)   \
     X(entry_reporter_tid) X(entry_event) X(entry_lock_owner) X(entry_call_site) X(entry_start_routine)           \
     X(entry_lock_kind) X(region_shared_offset) X(region_shared_entries) X(shared_reserved) X(shared_tail)       \
-    X(shared_published) X(shared_slots)
+    X(shared_published) X(shared_slots) X(entry_name) X(region_seize_requests)
 #define TDCTL_DECLARE(name) extern const std::uint32_t _tdagent_db_ring_##name[3];
 TDCTL_RING_DESCRIPTORS(TDCTL_DECLARE)
 }
@@ -653,4 +667,160 @@ TEST_CASE("drain interval: halved above a quarter full down to 2 ms, doubled bel
         ms = event_stream::next_drain_interval_ms(ms, 1.0);
     CHECK(ms == event_stream::min_drain_interval_ms);
     CHECK(event_stream::next_drain_interval_ms(8, 1.0 / 32) == 16);
+}
+
+namespace {
+
+/// A put as the agent's reporting path makes it in a waiting stream
+/// (agent/event_report.c stream_entry): waits for room while the stream
+/// waits. 1 when written, 0 when it gave up.
+int put_waiting(tdagent_ring* r, const tdagent_ring_put_args& e)
+{
+    for (unsigned naps = 0;;) {
+        if (tdagent_ring_put(r, &e, 0) == 1)
+            return 1;
+        if (tdagent_ring_wait_room(&naps) == 0)
+            return 0;
+    }
+}
+
+/// Fills ring `r` of `tid` to the brim.
+void fill(tdagent_ring* r, pid_t tid, std::uint32_t entries)
+{
+    for (std::uint64_t k = 0; k < entries; ++k) {
+        const auto e = entry(tid, k);
+        REQUIRE(tdagent_ring_put(r, &e, 0) == 1);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("event rings: in a waiting stream a full ring's put waits until the consumer drains, and gives up only "
+          "when streaming goes off")
+{
+    second_mapping m;
+    auto region = m.region();
+    region.drain_all();
+    region.beat(monotonic_ns());
+    tdagent_ring* r = tdagent_ring_claim(tdagent_ring_region(), 6161);
+    REQUIRE(r != nullptr);
+    __atomic_store_n(&__tdagent_streaming, 1 | 4, __ATOMIC_RELEASE);
+
+    fill(r, 6161, region.ring_entries());
+    std::atomic<int> result{-1};
+    std::thread producer([&] { result = put_waiting(r, entry(6161, 777777)); });
+    // Waiting, not written, not dropped: the consumer has not drained.
+    std::this_thread::sleep_for(30ms);
+    CHECK(result.load() == -1);
+    auto first = region.drain_all();
+    producer.join();
+    CHECK(result.load() == 1);
+    CHECK(first.size() == region.ring_entries());
+    auto second = region.drain_all();
+    REQUIRE(second.size() == 1);
+    CHECK(second[0].data == 777777);
+    CHECK(region.drops() == 0);
+
+    // Full again; the stream ends while the put waits: it gives up.
+    fill(r, 6161, region.ring_entries());
+    result = -1;
+    std::thread quitter([&] { result = put_waiting(r, entry(6161, 888888)); });
+    std::this_thread::sleep_for(30ms);
+    CHECK(result.load() == -1);
+    __atomic_store_n(&__tdagent_streaming, 0, __ATOMIC_RELEASE);
+    quitter.join();
+    CHECK(result.load() == 0);
+    // Without the waiting bit a full ring is refused at once.
+    __atomic_store_n(&__tdagent_streaming, 1, __ATOMIC_RELEASE);
+    CHECK(put_waiting(r, entry(6161, 999999)) == 0);
+    __atomic_store_n(&__tdagent_streaming, 0, __ATOMIC_RELEASE);
+    tdagent_ring_release(r);
+    region.drain_all();
+}
+
+TEST_CASE("event rings: in a waiting stream a stale heartbeat asks whether the controller is gone and leaves "
+          "streaming on (threads born untraced cannot stop)")
+{
+    second_mapping m;
+    auto region = m.region();
+    region.drain_all();
+    tdagent_ring* r = tdagent_ring_claim(tdagent_ring_region(), 6262);
+    REQUIRE(r != nullptr);
+    controller_checks = 0;
+    __atomic_store_n(&__tdagent_streaming, 1 | 4, __ATOMIC_RELEASE);
+    region.beat(monotonic_ns() - 2000000000u);
+    for (std::uint64_t k = 0; k < 256; ++k) {
+        const auto e = entry(6262, k);
+        REQUIRE(tdagent_ring_put(r, &e, 0) == 1);
+    }
+    CHECK(__atomic_load_n(&__tdagent_streaming, __ATOMIC_ACQUIRE) == (1 | 4));
+    CHECK(controller_checks >= 1);
+    __atomic_store_n(&__tdagent_streaming, 0, __ATOMIC_RELEASE);
+    tdagent_ring_release(r);
+    region.drain_all();
+}
+
+TEST_CASE("event rings: an entry's name reaches the drain; an entry without one drains with none")
+{
+    second_mapping m;
+    REQUIRE(m.layout.entry_name.size == 16);
+    auto region = m.region();
+    region.drain_all();
+    tdagent_ring* r = tdagent_ring_claim(tdagent_ring_region(), 6363);
+    REQUIRE(r != nullptr);
+    const char name[16] = "worker-7";
+    auto named = entry(6363, 1);
+    named.name = name;
+    const char full[16] = {'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l', 'm', 'n', 'o', 'p'};
+    auto unterminated = entry(6363, 2);
+    unterminated.name = full;
+    const auto plain = entry(6363, 3);
+    REQUIRE(tdagent_ring_put(r, &named, 0) == 1);
+    REQUIRE(tdagent_ring_put(r, &unterminated, 0) == 1);
+    REQUIRE(tdagent_ring_put(r, &plain, 0) == 1);
+    auto events = region.drain_all();
+    REQUIRE(events.size() == 3);
+    CHECK(events[0].name == "worker-7");
+    CHECK(events[1].name == "abcdefghijklmnop");
+    CHECK(events[2].name.empty());
+    tdagent_ring_release(r);
+    region.drain_all();
+}
+
+TEST_CASE("event rings: an untraced thread about to exec in a waiting stream asks to be seized and waits until it "
+          "is traced; a traced one, or no waiting stream, goes on at once")
+{
+    second_mapping m;
+    REQUIRE(m.layout.seize_requests.size == 4);
+    auto region = m.region();
+    region.beat(monotonic_ns());
+    CHECK(region.take_seize_requests() == 0);
+
+    __atomic_store_n(&__tdagent_streaming, 1, __ATOMIC_RELEASE);
+    thread_untraced_answer = 1;
+    tdagent_before_exec();  // no waiting stream: nothing asked
+    CHECK(region.take_seize_requests() == 0);
+
+    __atomic_store_n(&__tdagent_streaming, 1 | 4, __ATOMIC_RELEASE);
+    std::atomic<bool> done{false};
+    std::thread execer([&] {
+        tdagent_before_exec();
+        done = true;
+    });
+    // It asks, then waits: "seized" 40 ms later, it goes on.
+    std::uint32_t asked = 0;
+    for (int i = 0; i < 200 && asked == 0; ++i) {
+        std::this_thread::sleep_for(1ms);
+        asked = region.take_seize_requests();
+    }
+    CHECK(asked == 1);
+    std::this_thread::sleep_for(40ms);
+    CHECK_FALSE(done.load());
+    thread_untraced_answer = 0;
+    execer.join();
+    CHECK(done.load());
+
+    tdagent_before_exec();  // traced: nothing asked
+    CHECK(region.take_seize_requests() == 0);
+    __atomic_store_n(&__tdagent_streaming, 0, __ATOMIC_RELEASE);
 }

@@ -1,0 +1,129 @@
+/* The exec family. While a controller streams with threads born meanwhile
+ * left untraced (TDAGENT_STREAM_WAITS), an exec from such a thread would
+ * replace the process behind the controller's back: the kernel reports an
+ * exec to the exec'ing thread's tracer, and it has none. Each wrapper first
+ * has the thread seized (tdagent_before_exec), then calls the next
+ * definition. The execl* forms build their argument vector here and go
+ * through the execv* wrappers' next definitions, as libc's own do. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <unistd.h>
+
+#include "tdagent_internal.h"
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execv_fn)(const char *, char *const[]);
+typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+
+/* The next definition of `name` (libc's); NULL when there is none. */
+static void *next_definition(const char *name)
+{
+    void *p = dlsym(RTLD_NEXT, name);
+    if (p == NULL) {
+        void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+        if (libc != NULL) {
+            p = dlsym(libc, name);
+            dlclose(libc);
+        }
+    }
+    return p;
+}
+
+static int no_definition(void)
+{
+    errno = ENOSYS;
+    return -1;
+}
+
+TDAGENT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    tdagent_before_exec();
+    execve_fn next = (execve_fn)next_definition("execve");
+    return next != NULL ? next(path, argv, envp) : no_definition();
+}
+
+TDAGENT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    tdagent_before_exec();
+    execve_fn next = (execve_fn)next_definition("execvpe");
+    return next != NULL ? next(file, argv, envp) : no_definition();
+}
+
+TDAGENT_EXPORT int execv(const char *path, char *const argv[])
+{
+    tdagent_before_exec();
+    execv_fn next = (execv_fn)next_definition("execv");
+    return next != NULL ? next(path, argv) : no_definition();
+}
+
+TDAGENT_EXPORT int execvp(const char *file, char *const argv[])
+{
+    tdagent_before_exec();
+    execv_fn next = (execv_fn)next_definition("execvp");
+    return next != NULL ? next(file, argv) : no_definition();
+}
+
+TDAGENT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    tdagent_before_exec();
+    fexecve_fn next = (fexecve_fn)next_definition("fexecve");
+    return next != NULL ? next(fd, argv, envp) : no_definition();
+}
+
+/* The arguments of an execl* call after `first`, up to its NULL. */
+static size_t count_args(va_list ap)
+{
+    size_t n = 0;
+    while (va_arg(ap, const char *) != NULL)
+        ++n;
+    return n;
+}
+
+TDAGENT_EXPORT int execl(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    const size_t n = count_args(ap);
+    va_end(ap);
+    char *argv[n + 2];
+    argv[0] = (char *)arg;
+    va_start(ap, arg);
+    for (size_t i = 1; i <= n + 1; ++i)
+        argv[i] = va_arg(ap, char *);
+    va_end(ap);
+    return execv(path, argv);
+}
+
+TDAGENT_EXPORT int execlp(const char *file, const char *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    const size_t n = count_args(ap);
+    va_end(ap);
+    char *argv[n + 2];
+    argv[0] = (char *)arg;
+    va_start(ap, arg);
+    for (size_t i = 1; i <= n + 1; ++i)
+        argv[i] = va_arg(ap, char *);
+    va_end(ap);
+    return execvp(file, argv);
+}
+
+TDAGENT_EXPORT int execle(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    const size_t n = count_args(ap);
+    va_end(ap);
+    char *argv[n + 2];
+    argv[0] = (char *)arg;
+    va_start(ap, arg);
+    for (size_t i = 1; i <= n + 1; ++i)
+        argv[i] = va_arg(ap, char *);
+    char *const *envp = va_arg(ap, char *const *);
+    va_end(ap);
+    return execve(path, argv, envp);
+}
