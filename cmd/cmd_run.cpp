@@ -130,9 +130,11 @@ bool start_delivery(command_context& c, const std::vector<td_event_e>& events, e
                                delivery.stop_reason));
         return true;
     }
+    const bool waits = c.session().stream().leaves_births_untraced();
     c.out.note(fmt::format("watch: {} through the agent's event rings, no stop per event ({})", join_events(events),
-                           drop ? "an event a full ring cannot take is counted as lost"
-                                : "a report a ring cannot take stops as usual"));
+                           drop    ? "an event a full ring cannot take is counted as lost"
+                           : waits ? "a report a full ring cannot take waits for room; new threads run untraced"
+                                   : "a report a ring cannot take stops as usual"));
     return true;
 }
 

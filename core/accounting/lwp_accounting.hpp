@@ -44,6 +44,8 @@ public:
     /// without a thread library.
     td_status enable_stats(bool on);
     td_status reset_stats();
+    /// Gathering (enable_stats(true)): each birth and death counts at its stop.
+    bool stats_enabled() const { return stats_.is_enabled(); }
     /// nthreads and r_concurrency are read live; the averages as gathered.
     td_result<thread_stats> get_stats();
 

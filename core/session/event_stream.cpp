@@ -15,6 +15,7 @@
 #include "base/change_journal.hpp"
 #include "base/clock.hpp"
 #include "base/log.hpp"
+#include "core/session/held_target.hpp"
 #include "ptrace/waiter.hpp"
 #include "symbols/demangle.hpp"
 
@@ -112,20 +113,69 @@ bool event_stream::begin(const td_thr_events_t& mask, full_ring when_full)
     flag_address_ = target_.lookup_symbol(agent_module, "__tdagent_streaming")->address;
     streamed_ = mask;
     when_full_ = when_full;
+    // Births are left untraced with every thread held, before the flag
+    // tells the agent to wait: a thread born untraced never meets a flag
+    // that would have it stop.
+    std::optional<held_target> hold;
+    if (may_leave_births_untraced(mask)) {
+        hold.emplace(target_.process(), "after leaving births untraced");
+        births_untraced_ = target_.process().new_threads().leave_untraced();
+    }
     // The mask first: the flag is what makes the threads look at it. Their
     // natural values are 0 whatever is found: a session killed with its
     // guardian (nothing restored) leaves them set.
     const td_thr_events_t none{};
-    // __tdagent_streaming's values (tdagent.h): 1 lossless, 2 drops counted.
-    const std::uint8_t on = when_full == full_ring::drop ? 2 : 1, off = 0;
-    if (!write_journaled(mask_address_, std::as_bytes(std::span(&none, 1)), std::as_bytes(std::span(&mask, 1))))
-        return false;
-    if (!write_journaled(flag_address_, std::as_bytes(std::span(&off, 1)), std::as_bytes(std::span(&on, 1)))) {
+    // __tdagent_streaming's values (tdagent.h): 1 lossless, 2 drops counted;
+    // plus 4: a report a ring cannot take waits for room.
+    const std::uint8_t on = static_cast<std::uint8_t>((when_full == full_ring::drop ? 2 : 1) | (births_untraced_ ? 4 : 0));
+    const std::uint8_t off = 0;
+    // Births untraced have no exit stop: a streamed TD_DEATH needs every
+    // TD_CREATE streamed too, to know who died without a report (an exit,
+    // an exec): drain_rings() keeps the ones the watch did not ask for.
+    td_thr_events_t written_mask = mask;
+    if (births_untraced_ && td_eventismember(&mask, TD_DEATH))
+        td_event_addset(&written_mask, TD_CREATE);
+    bool written =
+        write_journaled(mask_address_, std::as_bytes(std::span(&none, 1)), std::as_bytes(std::span(&written_mask, 1)));
+    if (written &&
+        !write_journaled(flag_address_, std::as_bytes(std::span(&off, 1)), std::as_bytes(std::span(&on, 1)))) {
         target_.process().journal().restore(mask_address_);
+        written = false;
+    }
+    if (!written) {
+        if (births_untraced_)
+            target_.process().new_threads().trace_again();
+        births_untraced_ = false;
         return false;
     }
+    born_.clear();
     active_ = true;
     start_waker();  // a region mapped before (a watch before this one)
+    return true;
+}
+
+bool event_stream::may_leave_births_untraced(const td_thr_events_t& mask)
+{
+    std::uint32_t bits = 0;
+    auto known = target_.lookup_symbol(agent_module, "_tdagent_db_stream_bits");
+    if (!known || !target_.memory().read_value(known->address, bits) || (bits & 4) == 0)
+        return false;  // an agent that cannot wait for room
+    if (births_counted_ && births_counted_())
+        return false;
+    thread_agent* agent = target_.agent();
+    if (agent == nullptr)
+        return false;
+    for (const ptrace::breakpoint_site* site : target_.process().sites().all()) {
+        if (site->kind() != ptrace::step_over_kind::signal_stop)
+            return false;  // a trap byte: an untraced thread would die of it
+        bool streamed = false;
+        for (int e = TD_MIN_EVENT_NUM; e <= TD_MAX_EVENT_NUM && !streamed; ++e) {
+            auto where = agent->reporting_address_of(static_cast<td_event_e>(e));
+            streamed = where && where->address == site->address() && td_eventismember(&mask, e);
+        }
+        if (!streamed)
+            return false;  // it would stop: an untraced thread cannot
+    }
     return true;
 }
 
@@ -187,7 +237,9 @@ events::event_message event_stream::message_of(const ring_event& e, names_in_dra
     m.handle = e.subject;
     m.data = e.data;
     m.time = seconds_at_monotonic_ns(e.time_ns);
-    if (m.tid.value != 0) {
+    if (!e.name.empty()) {
+        m.name = e.name;  // the agent's, at a birth or an end
+    } else if (m.tid.value != 0) {
         // One read of /proc/PID/task/TID/comm per thread and drain.
         auto [it, added] = names.try_emplace(m.tid.value);
         if (added)
@@ -221,6 +273,7 @@ std::vector<events::event_message> event_stream::drain()
         // The cut is read before any ring: see ring_region::drain_all().
         auto out = drain_rings(monotonic_now_ns());
         adapt_interval(static_cast<double>(region_->fullest_in_last_drain()) / region_->ring_entries());
+        seize_if_asked();
         return out;
     }
     case mapped::not_yet: adapt_interval(0.0); return {};
@@ -233,6 +286,14 @@ std::vector<events::event_message> event_stream::drain()
                  read_ring_anchor(target_).value_or(ring_anchor{}).fd, target_.pid());
     (void)stop();
     return {};
+}
+
+void event_stream::seize_if_asked()
+{
+    if (births_untraced_ && region_->take_seize_requests() > 0 && target_.is_alive()) {
+        log::debug("event rings: seizing the threads about to exec");
+        held_target hold(target_.process(), "after seizing threads about to exec");
+    }
 }
 
 void event_stream::adapt_interval(double fullest)
@@ -258,14 +319,22 @@ std::vector<events::event_message> event_stream::drain_rings(std::uint64_t cut_n
     out.reserve(drained.size());
     thread_agent* agent = target_.agent();
     for (const ring_event& e : drained) {
-        out.push_back(message_of(e, names));
-        events::event_message& m = out.back();
+        events::event_message m = message_of(e, names);
         if (agent != nullptr && m.tid.value != 0 && !m.handle.is_null())
             agent->seam().on_streamed_subject(m.tid, m.handle);
+        if (e.event == TD_CREATE && m.tid.value != 0)
+            born_[m.tid.value] = birth{e.time_ns, m.handle, m.name};
         if (e.event == TD_DEATH && m.tid.value != 0) {
             deaths_.insert(m.tid.value);
-            m.lifetime_ns = lifetime_of_(m.tid, e.time_ns);
+            if (auto born = born_.find(m.tid.value); born != born_.end()) {
+                m.lifetime_ns = e.time_ns > born->second.at_ns ? e.time_ns - born->second.at_ns : 0;
+                born_.erase(born);
+            } else {
+                m.lifetime_ns = lifetime_of_(m.tid, e.time_ns);
+            }
         }
+        if (td_eventismember(&streamed_, e.event))
+            out.push_back(std::move(m));
     }
     for (const ring_loss& l : region_->take_losses())
         lost_[lwp_of(l.tid).value] += l.count;
@@ -280,16 +349,55 @@ std::vector<events::event_message> event_stream::stop()
     waker_.reset();
     change_journal& journal = target_.process().journal();
     if (target_.is_alive()) {
+        // Every thread born untraced is seized by the hold before the flag
+        // goes back: none of them reports the usual way untraced.
+        std::optional<held_target> hold;
+        if (std::exchange(births_untraced_, false)) {
+            hold.emplace(target_.process(), "after tracing births again");
+            target_.process().new_threads().trace_again();
+        }
         journal.restore(flag_address_);
         journal.restore(mask_address_);
     }
+    births_untraced_ = false;
+    // Threads still alive: traced now (the hold above), their ends are stops.
+    auto births_done = [this] { born_.clear(); };
     // What was written before the writes went back: all of it.
-    if (!region_ && (!target_.is_alive() || map_region() != mapped::yes))
+    if (!region_ && (!target_.is_alive() || map_region() != mapped::yes)) {
+        births_done();
         return {};
-    return drain_rings(ring_region::no_cut);
+    }
+    auto out = drain_rings(ring_region::no_cut);
+    births_done();
+    return out;
 }
 
-std::vector<events::event_message> event_stream::leave_image()
+std::vector<events::event_message> event_stream::deaths_unseen(std::string_view origin, tid_t except)
+{
+    std::vector<events::event_message> out;
+    if (td_eventismember(&streamed_, TD_DEATH)) {
+        const std::uint64_t now = monotonic_now_ns();
+        for (const auto& [lwp, b] : born_) {
+            if (lwp == except.value)
+                continue;
+            events::event_message m;
+            m.event = TD_DEATH;
+            m.tid = m.reporter = tid_t{lwp};
+            m.handle = b.handle;
+            m.data = b.handle.value;
+            m.name = b.name;
+            m.time = seconds_at_monotonic_ns(now);
+            m.origin = std::string(origin);
+            m.lifetime_ns = now > b.at_ns ? now - b.at_ns : 0;
+            out.push_back(std::move(m));
+        }
+        std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.tid.value < b.tid.value; });
+    }
+    born_.clear();
+    return out;
+}
+
+std::vector<events::event_message> event_stream::leave_image(tid_t execer)
 {
     // tdctl's own mapping of the old region outlives the image: what its
     // threads wrote before the exec is read from it.
@@ -298,10 +406,14 @@ std::vector<events::event_message> event_stream::leave_image()
         after_exec_.emplace(streamed_, when_full_);
         if (region_)
             held = drain_rings(ring_region::no_cut);
+        for (auto& death : deaths_unseen("exec", execer))
+            held.push_back(std::move(death));
     }
     active_ = false;
+    births_untraced_ = false;  // the exec'ing thread traces births again (traced_process)
     waker_.reset();
     deaths_.clear();
+    born_.clear();
     region_.reset();
     if (!mapping_.empty())
         ::munmap(mapping_.data(), mapping_.size());

@@ -10,6 +10,14 @@
 // put it back like every other change: no per-thread state is left. A
 // report a ring cannot take (full, no free ring) falls back to the agent's
 // usual report, which the watch keeps armed, so nothing is lost.
+//
+// When nothing else needs a thread's birth to stop it (no trap byte planted,
+// every stop flag's event streamed, no statistics gathered at clone stops)
+// and the agent knows how, the threads born while streaming are left
+// untraced (ptrace/birth_tracing.hpp): no clone stop, no exit stop, native
+// cost. The agent is told with a third bit of the flag: a report a ring
+// cannot take then waits for room instead of stopping (an untraced thread
+// has nobody to stop for). stop() seizes them and traces births again.
 #pragma once
 
 #include <cstdint>
@@ -39,8 +47,12 @@ public:
     /// (event_watch::lifetime_of), for each streamed TD_DEATH at its ring time.
     using lifetime_source = std::function<std::optional<std::uint64_t>(tid_t, std::uint64_t)>;
     /// `stacks` names the call site of a streamed lock wait (decorate_streamed).
-    event_stream(live_target& target, event_stacks& stacks, lifetime_source lifetime_of)
-        : target_(target), stacks_(stacks), lifetime_of_(std::move(lifetime_of))
+    /// `births_counted`: some part counts each birth and death at its
+    /// stops now (statistics): births then stay traced.
+    event_stream(live_target& target, event_stacks& stacks, lifetime_source lifetime_of,
+                 std::function<bool()> births_counted)
+        : target_(target), stacks_(stacks), lifetime_of_(std::move(lifetime_of)),
+          births_counted_(std::move(births_counted))
     {
     }
     ~event_stream();
@@ -61,19 +73,33 @@ public:
     /// unavailable_reason(), when the target cannot.
     bool start(const std::vector<td_event_e>& events, full_ring when_full = full_ring::report);
     bool is_active() const { return active_; }
-    /// `event` is streamed now.
+    /// `event` is streamed now (as the watch asked: a TD_CREATE streamed
+    /// only to know births, see begin(), is not).
     bool streams(td_event_e event) const { return active_ && td_eventismember(&streamed_, event); }
-    /// A TD_DEATH of `lwp` came from the rings (and is forgotten here).
-    bool took_death_of(tid_t lwp) { return deaths_.erase(lwp.value) > 0; }
+    /// At `lwp`'s exit stop: whether a TD_DEATH of it came from the rings
+    /// (forgotten here); its birth is forgotten too (the exit stop's own
+    /// TD_DEATH, if any, is the caller's).
+    bool took_death_of(tid_t lwp)
+    {
+        born_.erase(lwp.value);
+        return deaths_.erase(lwp.value) > 0;
+    }
+    /// The process ended, or exec'd from `except`: a TD_DEATH for each
+    /// thread whose streamed TD_CREATE has no TD_DEATH after it (one born
+    /// untraced, killed by the exit or the exec, never reaches its own
+    /// report and has no exit stop), with `origin` ("lwp-exit", "exec");
+    /// only while TD_DEATH is streamed. The births are forgotten.
+    std::vector<events::event_message> deaths_unseen(std::string_view origin, tid_t except = {});
     /// Puts the agent's streaming flag and mask back to 0 (journaled) when a
     /// session killed together with its guardian left them set, unless this
     /// session streams. Called at each arm.
     void clear_left_over();
-    /// The process exec'd: what the old image's rings still hold (all of
-    /// it, oldest first: written before the exec), then its region is
+    /// The process exec'd from thread `execer` (its former TID): what the
+    /// old image's rings still hold (all of it, oldest first: written before
+    /// the exec) and deaths_unseen() but the execer's, then its region is
     /// forgotten (the journal forgets its writes); streaming pauses until
     /// restart_after_exec().
-    std::vector<events::event_message> leave_image();
+    std::vector<events::event_message> leave_image(tid_t execer);
     /// After an exec (once the new image's symbols are read): streams again
     /// what was streamed before it, as start() did, when the new image has
     /// the agent (an LD_PRELOAD the exec kept carries it over). False when
@@ -86,7 +112,10 @@ public:
     /// maps the agent's region once it appears (the first streamed event
     /// makes it); each TD_DEATH with its lifetime. Nothing while not active.
     std::vector<events::event_message> drain();
-    /// Ends streaming: the two writes put back, then what the rings still
+    /// Threads born while streaming are left untraced (see above).
+    bool leaves_births_untraced() const { return births_untraced_; }
+    /// Ends streaming: the threads born untraced seized and births traced
+    /// again (a hold), the two writes put back, then what the rings still
     /// hold drained and returned.
     std::vector<events::event_message> stop();
     /// Events dropped at a full ring (full_ring::drop), per thread: the
@@ -119,12 +148,20 @@ private:
     mapped map_region();
     /// start() without forgetting the drops counted so far.
     bool begin(const td_thr_events_t& mask, full_ring when_full);
+    /// Whether births may be left untraced while `mask` streams: the agent
+    /// knows a waiting stream (_tdagent_db_stream_bits), no site is a trap
+    /// byte, each signal-stop site reports an event of `mask`, and no part
+    /// counts births (births_counted_).
+    bool may_leave_births_untraced(const td_thr_events_t& mask);
     /// Starts the ring_waker on the mapped region's wake word while a
     /// stream is active (once).
     void start_waker();
     /// Journals `value` at `address` with `natural` as its original (used
     /// the first time the address is seen), then writes it.
     bool write_journaled(target_addr address, std::span<const std::byte> natural, std::span<const std::byte> value);
+    /// Seizes the threads that asked for it before an exec (a hold seizes
+    /// every thread born untraced), once the agent's region says so.
+    void seize_if_asked();
     /// Sets the next drain_interval_ms() after a drain whose fullest ring
     /// was `fullest` full (0 to 1; 0 when no region is mapped yet).
     void adapt_interval(double fullest);
@@ -141,7 +178,18 @@ private:
     live_target& target_;
     event_stacks& stacks_;
     lifetime_source lifetime_of_;
+    std::function<bool()> births_counted_;
     bool active_ = false;
+    bool births_untraced_ = false;
+    // Each thread whose streamed TD_CREATE came and its TD_DEATH not yet,
+    // by LWP: for its lifetime (a thread born untraced has ended before
+    // /proc is read) and for the deaths no report and no stop will tell.
+    struct birth {
+        std::uint64_t at_ns = 0;  // ring time of its TD_CREATE
+        target_addr handle;
+        std::string name;
+    };
+    std::unordered_map<pid_t, birth> born_;
     std::optional<ring_layout> layout_;
     std::span<std::byte> mapping_;
     std::optional<ring_region> region_;

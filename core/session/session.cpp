@@ -35,7 +35,9 @@ session::session(std::unique_ptr<ptrace::traced_process> process, bool late_agen
       births_(target_, changes_),
       stacks_(target_),
       watch_(target_, changes_, births_, stacks_),
-      stream_(target_, stacks_, [this](tid_t lwp, std::uint64_t at_ns) { return watch_.lifetime_of(lwp, at_ns); }),
+      stream_(
+          target_, stacks_, [this](tid_t lwp, std::uint64_t at_ns) { return watch_.lifetime_of(lwp, at_ns); },
+          [this] { return accounting_.stats_enabled(); }),
       late_reports_(target_, births_, changes_),
       routing_(target_),
       accounting_(target_)
@@ -500,7 +502,7 @@ void session::on_thread_exited(tid_t lwp)
 void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& out)
 {
     // What the old image's threads streamed came before the exec.
-    hand_out(stream_.leave_image(), out);
+    hand_out(stream_.leave_image(ev.child), out);
     // A thread other than the main one that execs ends as a thread: the new
     // image's main thread is a new one. It never reaches the TD_DEATH
     // reporting address, so while TD_DEATH is armed its death comes from here.
@@ -535,6 +537,11 @@ void session::on_exec(const ptrace::stop_event& ev, std::vector<session_event>& 
 
 void session::on_process_exited(const ptrace::stop_event& ev, std::vector<session_event>& out)
 {
+    // Threads born untraced that the exit killed: no report, no exit stop.
+    if (stream_.is_active()) {
+        hand_out(stream_.drain(), out);
+        hand_out(stream_.deaths_unseen("lwp-exit"), out);
+    }
     session_event se;
     se.what = session_event::kind::process_exited;
     se.status = ev.status;

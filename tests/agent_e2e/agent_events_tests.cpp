@@ -751,3 +751,48 @@ TEST_CASE("watch --stream: a streamed TD_DEATH's lifetime ends at the death, not
         early += deaths[k].time - deaths[k].lifetime < deaths[k - 1].time - 2e-6;
     CHECK(early == 0);
 }
+
+// Threads born while a watch streams are left untraced (no clone stop, no
+// exit stop: ptrace/birth_tracing.hpp); the watch's end seizes them, so the
+// next command sees every thread, and they report on as the others do.
+TEST_CASE("watch --stream: threads born meanwhile run untraced; the watch's end seizes them")
+{
+    test::require_ptrace();
+    test::temp_file record("tdctl-agent-e2e-born-untraced");
+    auto run = run_tdctl_agent({"watch create --count 3 --for 30", "threads", "watch death --count 3 --for 30"},
+                               {fixture_path("e2e_born_untraced"), "--record", record.path(), "3"});
+    INFO(describe_run(run));
+    REQUIRE(run.result.status.is_success());
+    auto facts = read_fixture_record(record.path());
+    CHECK(facts.done);
+    std::set<pid_t> born;
+    for (const auto& line : facts.lines) {
+        std::istringstream in(line);
+        std::string note, tracer;
+        pid_t tid = 0;
+        int tracer_pid = -1;
+        if (!(in >> note >> tracer >> tid >> tracer_pid) || tracer != "tracer")
+            continue;
+        INFO(line);
+        CHECK(tracer_pid == 0);  // before: tdctl's PID, each new thread traced from its clone
+        born.insert(tid);
+    }
+    REQUIRE(born.size() == 3);
+    std::set<pid_t> created, died;
+    for (const auto& e : run.events) {
+        if (e.event == "TD_CREATE")
+            created.insert(e.tid);
+        if (e.event == "TD_DEATH")
+            died.insert(e.tid);
+    }
+    CHECK(created == born);
+    CHECK(died == born);
+    // `threads` after the first watch lists all four: the three were seized.
+    std::set<pid_t> listed;
+    for (const auto& t : run.of_type("thread"))
+        if (t.contains("tid") && t["tid"].is_number())
+            listed.insert(t["tid"].get<pid_t>());
+    CHECK(listed.size() == 4);
+    for (pid_t tid : born)
+        CHECK(listed.contains(tid));
+}
