@@ -226,12 +226,8 @@ static void note_context(struct tdagent_ring_put_args *entry, const struct tdage
 static int put_shared(struct tdagent_ring_region *region, const struct tdagent_ring_put_args *entry,
                       unsigned mode)
 {
-    for (unsigned naps = 0;;) {
-        if (tdagent_ring_put_shared(region, entry))
-            return 1;
-        if (!(mode & TDAGENT_STREAM_WAITS) || !tdagent_ring_wait_room(&naps))
-            return 0;
-    }
+    return (mode & TDAGENT_STREAM_WAITS) ? tdagent_ring_put_shared_waiting(region, entry)
+                                          : tdagent_ring_put_shared(region, entry);
 }
 
 /* Writes `entry` to `producer`'s ring (the calling thread's own record): 1
@@ -259,11 +255,10 @@ static int stream_entry(struct tdagent_thread *producer, const struct tdagent_ri
         /* Drop mode: a full ring counts the event in its drop counter, and
          * that is the report (the controller prints the count). */
         const int drop = (mode & TDAGENT_STREAM_HOW) == TDAGENT_STREAM_DROP;
-        for (unsigned naps = 0;;) {
+        if (drop || !(mode & TDAGENT_STREAM_WAITS))
             written = tdagent_ring_put(producer->ring, entry, drop) || drop;
-            if (written || !(mode & TDAGENT_STREAM_WAITS) || !tdagent_ring_wait_room(&naps))
-                break;
-        }
+        else
+            written = tdagent_ring_put_waiting(producer->ring, entry);
     } else if (region != NULL) {
         written = put_shared(region, entry, mode);
     }

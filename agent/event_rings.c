@@ -52,9 +52,10 @@
 #define HEARTBEAT_EVERY 256u /* puts between two looks at the heartbeat; a power of two */
 #define HEARTBEAT_STALE_NS 1000000000ull
 #define SHARED_ENTRIES 16384u /* the shared ring's slots; a power of two */
-#define WAIT_FIRST_NAP_NS 50000ull /* a waiting put's first nap; doubled up to 32 times it (1.6 ms) */
+#define MAKER_NAP_NS 50000ull /* a wait for the region's maker, between two looks */
+#define WAIT_NAP_NS 1000000ull /* the longest a full ring's producer sleeps between two looks */
 #define EXEC_SEIZE_BOUND_MS 2000u /* the longest an untraced thread waits to be seized before its exec */
-#define WAIT_LOOK_EVERY 1024u /* naps between two looks at the heartbeat; a power of two */
+#define WAIT_LOOK_EVERY 64u /* sleeps between two looks at the heartbeat (at most 64 ms); a power of two */
 
 struct tdagent_ring_entry {
     uint64_t time_ns;     /* CLOCK_MONOTONIC in the target when reported */
@@ -79,7 +80,8 @@ struct tdagent_ring {
     uint64_t tail;  /* entries consumed (consumer; release) */
     uint64_t drops; /* events counted instead of written (full ring) */
     int32_t owner;  /* TID of the producer; 0 free; minus its TID once its thread ended */
-    uint32_t pad_[9];
+    uint32_t waiting; /* a producer sleeps on the tail's low half for room (a waiting stream) */
+    uint32_t pad_[8];
     struct tdagent_ring_entry entries[RING_ENTRIES];
 };
 
@@ -111,7 +113,8 @@ struct tdagent_ring_region {
 struct tdagent_shared_ring {
     uint64_t reserved; /* slots taken by producers */
     uint64_t tail;     /* slots consumed (consumer; release) */
-    uint32_t pad_[12];
+    uint32_t waiting;  /* producers sleep on the tail's low half for room (a waiting stream) */
+    uint32_t pad_[11];
     uint64_t published[SHARED_ENTRIES];
     struct tdagent_ring_entry entries[SHARED_ENTRIES];
 };
@@ -143,6 +146,8 @@ RING_FIELD(region_shared_offset, struct tdagent_ring_region, shared_offset);
 RING_FIELD(region_shared_entries, struct tdagent_ring_region, shared_entries);
 RING_FIELD(shared_reserved, struct tdagent_shared_ring, reserved);
 RING_FIELD(shared_tail, struct tdagent_shared_ring, tail);
+RING_FIELD(shared_waiting, struct tdagent_shared_ring, waiting);
+RING_FIELD(waiting, struct tdagent_ring, waiting);
 RING_FIELD(shared_published, struct tdagent_shared_ring, published);
 RING_FIELD(shared_slots, struct tdagent_shared_ring, entries);
 RING_FIELD(head, struct tdagent_ring, head);
@@ -232,7 +237,7 @@ struct tdagent_ring_region *tdagent_ring_region(void)
          * this is the maker, in a signal handler that reports). */
         if (__atomic_load_n(&region_maker, __ATOMIC_RELAXED) == (pid_t)syscall(SYS_gettid))
             return NULL;
-        const struct timespec nap = {0, (long)WAIT_FIRST_NAP_NS};
+        const struct timespec nap = {0, (long)MAKER_NAP_NS};
         while ((state = __atomic_load_n(&__tdagent_rings.state, __ATOMIC_ACQUIRE)) == anchor_making)
             syscall(SYS_nanosleep, &nap, NULL);
         return state == anchor_ready ? (struct tdagent_ring_region *)(uintptr_t)__tdagent_rings.address : NULL;
@@ -323,7 +328,10 @@ static void fill_entry(struct tdagent_ring_entry *slot, const struct tdagent_rin
         slot->name[0] = 0;
 }
 
-int tdagent_ring_put_shared(struct tdagent_ring_region *region, const struct tdagent_ring_put_args *e)
+/* One put to the shared ring: 1 written; 0 full, with the tail it found
+ * in *full_tail (counted in no_ring when `count`). */
+static int shared_put_once(struct tdagent_ring_region *region, const struct tdagent_ring_put_args *e, int count,
+                           uint64_t *full_tail)
 {
     struct tdagent_shared_ring *s = shared_ring_of(region);
     uint64_t taken = __atomic_load_n(&s->reserved, __ATOMIC_RELAXED);
@@ -331,8 +339,10 @@ int tdagent_ring_put_shared(struct tdagent_ring_region *region, const struct tda
     do {
         tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
         if (taken - tail >= SHARED_ENTRIES) {
-            __atomic_add_fetch(&region->no_ring, 1, __ATOMIC_RELAXED);
+            if (count)
+                __atomic_add_fetch(&region->no_ring, 1, __ATOMIC_RELAXED);
             check_heartbeat(monotonic_ns());
+            *full_tail = tail;
             return 0;
         }
     } while (!__atomic_compare_exchange_n(&s->reserved, &taken, taken + 1, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
@@ -345,6 +355,26 @@ int tdagent_ring_put_shared(struct tdagent_ring_region *region, const struct tda
     if (taken + 1 - tail == SHARED_ENTRIES / 2)
         wake_controller();
     return 1;
+}
+
+int tdagent_ring_put_shared(struct tdagent_ring_region *region, const struct tdagent_ring_put_args *e)
+{
+    uint64_t full_tail = 0;
+    return shared_put_once(region, e, 1, &full_tail);
+}
+
+int tdagent_ring_put_shared_waiting(struct tdagent_ring_region *region, const struct tdagent_ring_put_args *e)
+{
+    struct tdagent_shared_ring *s = shared_ring_of(region);
+    uint64_t full_tail = 0;
+    for (unsigned naps = 0;; ) {
+        if (shared_put_once(region, e, 0, &full_tail))
+            return 1;
+        if (!tdagent_ring_wait_room(&naps, &s->tail, &s->waiting, full_tail)) {
+            __atomic_add_fetch(&region->no_ring, 1, __ATOMIC_RELAXED);
+            return 0;
+        }
+    }
 }
 
 int tdagent_ring_put(struct tdagent_ring *r, const struct tdagent_ring_put_args *e, int count_drop)
@@ -368,23 +398,34 @@ int tdagent_ring_put(struct tdagent_ring *r, const struct tdagent_ring_put_args 
     return 1;
 }
 
-int tdagent_ring_wait_room(unsigned *naps)
+/* The tail's low half: the futex word a producer sleeps on (little endian). */
+static uint32_t *tail_word(uint64_t *tail)
+{
+    return (uint32_t *)(void *)tail;
+}
+
+int tdagent_ring_wait_room(unsigned *naps, uint64_t *tail, uint32_t *waiting, uint64_t full_tail)
 {
     if (!(__atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED) & TDAGENT_STREAM_WAITS))
         return 0;
     if (*naps == 0)
         wake_controller();
-    /* A stale heartbeat is looked at about once a second of naps: the look
-     * reads /proc when it is stale. */
+    /* The heartbeat is looked at every 64 sleeps (a clock read; /proc is
+     * read only when it is stale). */
     if ((*naps & (WAIT_LOOK_EVERY - 1)) == WAIT_LOOK_EVERY - 1) {
         check_heartbeat(monotonic_ns());
         if (!(__atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED) & TDAGENT_STREAM_WAITS))
             return 0;
     }
-    const unsigned shift = *naps < 5 ? *naps : 5;
-    struct timespec nap = {0, (long)(WAIT_FIRST_NAP_NS << shift)};
-    syscall(SYS_nanosleep, &nap, NULL);
     ++*naps;
+    /* The flag first, then a look at the tail (the consumer stores the tail,
+     * then looks at the flag): a drain in between is seen here, or wakes
+     * the sleep below; a sleep that misses it ends at its bound anyway. */
+    __atomic_store_n(waiting, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(tail, __ATOMIC_SEQ_CST) != full_tail)
+        return 1;
+    struct timespec bound = {0, (long)WAIT_NAP_NS};
+    syscall(SYS_futex, tail_word(tail), FUTEX_WAIT, (uint32_t)full_tail, &bound, NULL, 0);
     return 1;
 }
 
@@ -413,6 +454,17 @@ void tdagent_before_exec(void)
         }
     }
     errno = saved;
+}
+
+int tdagent_ring_put_waiting(struct tdagent_ring *r, const struct tdagent_ring_put_args *e)
+{
+    for (unsigned naps = 0;;) {
+        if (tdagent_ring_put(r, e, 0))
+            return 1;
+        const uint64_t full_tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+        if (!tdagent_ring_wait_room(&naps, &r->tail, &r->waiting, full_tail))
+            return 0;
+    }
 }
 
 void tdagent_rings_after_fork_child(void)

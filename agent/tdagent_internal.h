@@ -284,12 +284,21 @@ int tdagent_ring_put(struct tdagent_ring *r, const struct tdagent_ring_put_args 
  * written; 0 when the shared ring is full (counted in the region's no_ring):
  * the caller reports the usual way. Async-signal-safe, re-entrant. */
 int tdagent_ring_put_shared(struct tdagent_ring_region *region, const struct tdagent_ring_put_args *e) TDAGENT_HIDDEN;
-/* A put found its ring full while the stream waits (TDAGENT_STREAM_WAITS):
- * wakes the controller (at the first nap), then naps (50 us, doubling up to
- * 1.6 ms). 1: try the put again; 0: give up, streaming went off (the
- * controller ended it, or the process has no tracer any more: its
- * controller died). `naps` counts this put's naps, 0 at the first call. */
-int tdagent_ring_wait_room(unsigned *naps) TDAGENT_HIDDEN;
+/* Puts that wait for room in a waiting stream (TDAGENT_STREAM_WAITS): at a
+ * full ring the controller is woken (once), and the producer sleeps on the
+ * ring's tail (a shared futex on its low half, 1 ms at most; the consumer
+ * wakes it when it drains a ring whose `waiting` word is set) until there
+ * is room. 1 when written; 0 once streaming went off (the controller ended
+ * it, or the process has no tracer any more: looked at every 64 sleeps
+ * when the heartbeat is stale); a shared-ring put that gives up
+ * is counted in no_ring. */
+int tdagent_ring_put_waiting(struct tdagent_ring *r, const struct tdagent_ring_put_args *e) TDAGENT_HIDDEN;
+int tdagent_ring_put_shared_waiting(struct tdagent_ring_region *region,
+                                    const struct tdagent_ring_put_args *e) TDAGENT_HIDDEN;
+/* One sleep of those puts, after a put found the ring full with its tail at
+ * `full_tail`: 1 to try again, 0 to give up (streaming went off). `naps`
+ * counts the put's sleeps, 0 at the first call. */
+int tdagent_ring_wait_room(unsigned *naps, uint64_t *tail, uint32_t *waiting, uint64_t full_tail) TDAGENT_HIDDEN;
 void tdagent_rings_after_fork_child(void) TDAGENT_HIDDEN;
 /* Before an exec (exec_wrappers.c): in a waiting stream, a thread born
  * untraced asks the controller to seize it (the region's seize_requests,

@@ -50,9 +50,10 @@ std::span<const command_entry> command_table()
          "  --bt: each event also carries the reporting thread's call stack (the creator's\n"
          "  for TD_CREATE, the dying thread's for TD_DEATH), at most DEPTH frames (64).\n"
          "  With the agent, threads write events to rings tdctl drains while they run: no\n"
-         "  thread stops for an event (the default; --stream insists). An event a full ring\n"
-         "  cannot take stops its thread; with --drop it is counted instead, and a `lost`\n"
-         "  line per thread gives the counts. --stop, --bt, or no agent (nptl's\n"
+         "  thread stops for an event (the default; --stream insists), and threads born\n"
+         "  meanwhile run untraced. An event a full ring cannot take waits for tdctl (or\n"
+         "  stops its thread); with --drop it is counted instead, and a `lost` line per\n"
+         "  thread gives the counts. --stop, --bt, or no agent (nptl's\n"
          "  breakpoints): each report stops its thread. The first line says which."},
         {"summary", {}, cmd_summary, stop_use::releases,
          "summary [--top N]\n"

@@ -1,10 +1,15 @@
 #include "core/protocol/event_rings.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <atomic>
 #include <bit>
 #include <cstring>
 #include <string>
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "core/protocol/db_descriptor.hpp"
 
@@ -127,6 +132,10 @@ std::optional<ring_layout> read_ring_layout(target_access& target)
     // Names and seize requests, newer again: each taken when it is there.
     if (auto name = field_of(target, "entry_name"); name && name->size == 16)
         l.entry_name = shared.entry_name = *name;
+    if (auto waiting = field_of(target, "waiting"); waiting && waiting->size == 4 && waiting->offset % 4 == 0)
+        l.waiting = shared.waiting = *waiting;
+    if (auto waiting = field_of(target, "shared_waiting"); waiting && waiting->size == 4 && waiting->offset % 4 == 0)
+        l.shared_waiting = shared.shared_waiting = *waiting;
     if (auto requests = field_of(target, "region_seize_requests"); requests && requests->size == 4 &&
                                                                      requests->offset % 4 == 0)
         l.seize_requests = shared.seize_requests = *requests;
@@ -189,6 +198,8 @@ std::optional<ring_region> ring_region::open(std::span<std::byte> bytes, const r
         r.l_.entry_name = {};
     if (std::uint64_t{l.seize_requests.offset} + l.seize_requests.size > bytes.size())
         r.l_.seize_requests = {};
+    if (std::uint64_t{l.waiting.offset} + l.waiting.size > l.entries.offset)
+        r.l_.waiting = {};
     for (const ring_field* f : {&l.head, &l.tail, &l.drops, &l.owner})
         if (std::uint64_t{f->offset} + f->size > l.entries.offset)
             return std::nullopt;
@@ -264,8 +275,24 @@ void ring_region::drain_shared(std::vector<ring_event>& out, std::uint64_t cut_n
         else
             new_tail = k + 1;
     }
-    if (new_tail != tail)
-        store<std::uint64_t>(ring, l_.shared_tail, new_tail, std::memory_order_release);
+    if (new_tail != tail) {
+        store<std::uint64_t>(ring, l_.shared_tail, new_tail, std::memory_order_seq_cst);
+        wake_waiters(ring, l_.shared_tail, l_.shared_waiting);
+    }
+}
+
+void ring_region::wake_waiters(std::byte* base, const ring_field& tail, const ring_field& waiting)
+{
+    // The tail was stored first (seq_cst): a producer that set its flag
+    // after this look sees the new tail before it sleeps.
+    if (waiting.size != 4 || tail.size != 8)
+        return;
+    auto flag = std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(base + waiting.offset));
+    if (flag.load(std::memory_order_seq_cst) == 0 || flag.exchange(0, std::memory_order_seq_cst) == 0)
+        return;
+    // Not FUTEX_PRIVATE_FLAG: the word is in a mapping shared with the target.
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(base + tail.offset), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
+              0);
 }
 
 std::byte* ring_region::ring_at(std::uint32_t i) const
@@ -297,9 +324,10 @@ void ring_region::drain(std::uint32_t i, std::vector<ring_event>& out, std::uint
     if (k == tail)
         return;
     if (l_.tail.size == 8)
-        store<std::uint64_t>(ring, l_.tail, k, std::memory_order_release);
+        store<std::uint64_t>(ring, l_.tail, k, std::memory_order_seq_cst);
     else
         store<std::uint32_t>(ring, l_.tail, static_cast<std::uint32_t>(k), std::memory_order_release);
+    wake_waiters(ring, l_.tail, l_.waiting);
 }
 
 std::vector<ring_event> ring_region::drain_all(std::uint64_t cut_ns)

@@ -55,6 +55,10 @@ struct ring_layout {
     // entry's 16-byte name (the subject's comm at its birth or end), and
     // the header's count of threads asking to be seized before an exec.
     ring_field entry_name, seize_requests;
+    // A ring's and the shared ring's `waiting` words (4 bytes): a producer
+    // sleeps on the tail's low half for room; the drain that moves the tail
+    // wakes it.
+    ring_field waiting, shared_waiting;
 };
 
 /// Each field of ring_layout and the name of its descriptor (after
@@ -181,6 +185,10 @@ public:
 private:
     ring_region(std::span<std::byte> bytes, const ring_layout& layout) : bytes_(bytes), l_(layout) {}
     std::byte* ring_at(std::uint32_t i) const;
+    /// After a drain moved the tail at `tail` (in the ring or shared ring
+    /// at `base`): wakes the producers asleep on it when `waiting` says one
+    /// is (FUTEX_WAKE, shared), and clears the word.
+    static void wake_waiters(std::byte* base, const ring_field& tail, const ring_field& waiting);
     /// The entry at `e` (a slot of a ring or of the shared ring).
     ring_event entry_at(const std::byte* e) const;
 

@@ -40,7 +40,7 @@ struct tdagent_ring_put_args {
     const char* name = nullptr;
 };
 struct tdagent_ring_region* tdagent_ring_region();
-int tdagent_ring_wait_room(unsigned* naps);
+int tdagent_ring_put_waiting(struct tdagent_ring* r, const tdagent_ring_put_args* e);
 void tdagent_before_exec();
 struct tdagent_ring* tdagent_ring_claim(struct tdagent_ring_region* region, pid_t tid);
 void tdagent_ring_release(struct tdagent_ring* r);
@@ -72,7 +72,8 @@ int tdagent_process_untraced()
     X(tail) X(drops) X(owner) X(entries) X(entry_time_ns) X(entry_subject) X(entry_data) X(entry_subject_tid)   \
     X(entry_reporter_tid) X(entry_event) X(entry_lock_owner) X(entry_call_site) X(entry_start_routine)           \
     X(entry_lock_kind) X(region_shared_offset) X(region_shared_entries) X(shared_reserved) X(shared_tail)       \
-    X(shared_published) X(shared_slots) X(entry_name) X(region_seize_requests)
+    X(shared_published) X(shared_slots) X(entry_name) X(region_seize_requests) X(waiting) \
+    X(shared_waiting)
 #define TDCTL_DECLARE(name) extern const std::uint32_t _tdagent_db_ring_##name[3];
 TDCTL_RING_DESCRIPTORS(TDCTL_DECLARE)
 }
@@ -671,17 +672,11 @@ TEST_CASE("drain interval: halved above a quarter full down to 2 ms, doubled bel
 
 namespace {
 
-/// A put as the agent's reporting path makes it in a waiting stream
-/// (agent/event_report.c stream_entry): waits for room while the stream
-/// waits. 1 when written, 0 when it gave up.
+/// A put as the agent's reporting path makes it in a waiting stream: 1
+/// when written, 0 when it gave up.
 int put_waiting(tdagent_ring* r, const tdagent_ring_put_args& e)
 {
-    for (unsigned naps = 0;;) {
-        if (tdagent_ring_put(r, &e, 0) == 1)
-            return 1;
-        if (tdagent_ring_wait_room(&naps) == 0)
-            return 0;
-    }
+    return tdagent_ring_put_waiting(r, &e);
 }
 
 /// Fills ring `r` of `tid` to the brim.
@@ -709,10 +704,17 @@ TEST_CASE("event rings: in a waiting stream a full ring's put waits until the co
     fill(r, 6161, region.ring_entries());
     std::atomic<int> result{-1};
     std::thread producer([&] { result = put_waiting(r, entry(6161, 777777)); });
-    // Waiting, not written, not dropped: the consumer has not drained.
-    std::this_thread::sleep_for(30ms);
+    // Waiting, asleep on the tail with its flag up, not written, not
+    // dropped: the consumer has not drained.
+    REQUIRE(m.layout.waiting.size == 4);
+    auto waiting = std::atomic_ref<std::uint32_t>(
+        *reinterpret_cast<std::uint32_t*>(reinterpret_cast<std::byte*>(r) + m.layout.waiting.offset));
+    for (int i = 0; i < 2000 && waiting.load() == 0; ++i)
+        std::this_thread::sleep_for(1ms);
+    CHECK(waiting.load() == 1);
     CHECK(result.load() == -1);
     auto first = region.drain_all();
+    CHECK(waiting.load() == 0);  // the drain took the flag down as it woke the producer
     producer.join();
     CHECK(result.load() == 1);
     CHECK(first.size() == region.ring_entries());
