@@ -82,48 +82,52 @@ static size_t count_args(va_list ap)
     return n;
 }
 
+enum exec_list_kind { by_path, by_search, with_environment };
+
+/* An execl* call: `arg` and the variadic arguments in `ap` (up to their
+ * NULL, then for execle the environment) as a vector, to the matching
+ * execv* wrapper. */
+static int exec_list(enum exec_list_kind kind, const char *file, const char *arg, va_list ap)
+{
+    va_list counting;
+    va_copy(counting, ap);
+    const size_t n = count_args(counting);
+    va_end(counting);
+    char *argv[n + 2];
+    argv[0] = (char *)arg;
+    for (size_t i = 1; i <= n + 1; ++i)
+        argv[i] = va_arg(ap, char *);
+    switch (kind) {
+    case by_search: return execvp(file, argv);
+    case with_environment: return execve(file, argv, va_arg(ap, char *const *));
+    case by_path: break;
+    }
+    return execv(file, argv);
+}
+
 TDAGENT_EXPORT int execl(const char *path, const char *arg, ...)
 {
     va_list ap;
     va_start(ap, arg);
-    const size_t n = count_args(ap);
+    const int r = exec_list(by_path, path, arg, ap);
     va_end(ap);
-    char *argv[n + 2];
-    argv[0] = (char *)arg;
-    va_start(ap, arg);
-    for (size_t i = 1; i <= n + 1; ++i)
-        argv[i] = va_arg(ap, char *);
-    va_end(ap);
-    return execv(path, argv);
+    return r;
 }
 
 TDAGENT_EXPORT int execlp(const char *file, const char *arg, ...)
 {
     va_list ap;
     va_start(ap, arg);
-    const size_t n = count_args(ap);
+    const int r = exec_list(by_search, file, arg, ap);
     va_end(ap);
-    char *argv[n + 2];
-    argv[0] = (char *)arg;
-    va_start(ap, arg);
-    for (size_t i = 1; i <= n + 1; ++i)
-        argv[i] = va_arg(ap, char *);
-    va_end(ap);
-    return execvp(file, argv);
+    return r;
 }
 
 TDAGENT_EXPORT int execle(const char *path, const char *arg, ...)
 {
     va_list ap;
     va_start(ap, arg);
-    const size_t n = count_args(ap);
+    const int r = exec_list(with_environment, path, arg, ap);
     va_end(ap);
-    char *argv[n + 2];
-    argv[0] = (char *)arg;
-    va_start(ap, arg);
-    for (size_t i = 1; i <= n + 1; ++i)
-        argv[i] = va_arg(ap, char *);
-    char *const *envp = va_arg(ap, char *const *);
-    va_end(ap);
-    return execve(path, argv, envp);
+    return r;
 }
