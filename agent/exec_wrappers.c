@@ -6,71 +6,43 @@
  * definition. The execl* forms build their argument vector here and go
  * through the execv* wrappers' next definitions, as libc's own do. */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <unistd.h>
 
 #include "tdagent_internal.h"
 
-typedef int (*execve_fn)(const char *, char *const[], char *const[]);
-typedef int (*execv_fn)(const char *, char *const[]);
-typedef int (*fexecve_fn)(int, char *const[], char *const[]);
-
-/* The next definition of `name` (libc's); NULL when there is none. */
-static void *next_definition(const char *name)
-{
-    void *p = dlsym(RTLD_NEXT, name);
-    if (p == NULL) {
-        void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-        if (libc != NULL) {
-            p = dlsym(libc, name);
-            dlclose(libc);
-        }
-    }
-    return p;
-}
-
-static int no_definition(void)
-{
-    errno = ENOSYS;
-    return -1;
-}
-
+/* The next definitions are resolved with the others, at the agent's start
+ * (real_functions.c): nothing is looked up at the exec, which may run in a
+ * vfork child that shares its parent's memory. */
 TDAGENT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     tdagent_before_exec();
-    execve_fn next = (execve_fn)next_definition("execve");
-    return next != NULL ? next(path, argv, envp) : no_definition();
+    return tdagent_real.execve(path, argv, envp);
 }
 
 TDAGENT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
     tdagent_before_exec();
-    execve_fn next = (execve_fn)next_definition("execvpe");
-    return next != NULL ? next(file, argv, envp) : no_definition();
+    return tdagent_real.execvpe(file, argv, envp);
 }
 
 TDAGENT_EXPORT int execv(const char *path, char *const argv[])
 {
     tdagent_before_exec();
-    execv_fn next = (execv_fn)next_definition("execv");
-    return next != NULL ? next(path, argv) : no_definition();
+    return tdagent_real.execv(path, argv);
 }
 
 TDAGENT_EXPORT int execvp(const char *file, char *const argv[])
 {
     tdagent_before_exec();
-    execv_fn next = (execv_fn)next_definition("execvp");
-    return next != NULL ? next(file, argv) : no_definition();
+    return tdagent_real.execvp(file, argv);
 }
 
 TDAGENT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
     tdagent_before_exec();
-    fexecve_fn next = (fexecve_fn)next_definition("fexecve");
-    return next != NULL ? next(fd, argv, envp) : no_definition();
+    return tdagent_real.fexecve(fd, argv, envp);
 }
 
 /* The arguments of an execl* call after `first`, up to its NULL. */

@@ -109,6 +109,11 @@ STUB(int, pthread_barrier_wait, (pthread_barrier_t * a), (a))
 STUB(int, pthread_setconcurrency, (int a), (a))
 STUB(int, pthread_getconcurrency, (void), ())
 STUB(int, sigaction, (int a, const struct sigaction *b, struct sigaction *c), (a, b, c))
+STUB(int, execve, (const char *a, char *const b[], char *const c[]), (a, b, c))
+STUB(int, execvpe, (const char *a, char *const b[], char *const c[]), (a, b, c))
+STUB(int, execv, (const char *a, char *const b[]), (a, b))
+STUB(int, execvp, (const char *a, char *const b[]), (a, b))
+STUB(int, fexecve, (int a, char *const b[], char *const c[]), (a, b, c))
 
 __attribute__((noreturn)) static void stub_pthread_exit(void *value)
 {
@@ -153,6 +158,11 @@ struct tdagent_real tdagent_real = {
     .pthread_setconcurrency = stub_pthread_setconcurrency,
     .pthread_getconcurrency = stub_pthread_getconcurrency,
     .sigaction = stub_sigaction,
+    .execve = stub_execve,
+    .execvpe = stub_execvpe,
+    .execv = stub_execv,
+    .execvp = stub_execvp,
+    .fexecve = stub_fexecve,
 };
 
 /* Every glibc the agent supports has these; without one, forwarding is
@@ -215,4 +225,9 @@ void tdagent_resolve_real(void)
     RESOLVE(pthread_setconcurrency, NULL, NULL);
     RESOLVE(pthread_getconcurrency, NULL, NULL);
     RESOLVE(sigaction, NULL, NULL);
+    RESOLVE(execve, NULL, NULL);
+    RESOLVE(execvpe, NULL, NULL);
+    RESOLVE(execv, NULL, NULL);
+    RESOLVE(execvp, NULL, NULL);
+    RESOLVE(fexecve, NULL, NULL);
 }

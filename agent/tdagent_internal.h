@@ -228,6 +228,11 @@ struct tdagent_real {
     int (*pthread_setconcurrency)(int);
     int (*pthread_getconcurrency)(void);
     int (*sigaction)(int, const struct sigaction *, struct sigaction *);
+    int (*execve)(const char *, char *const[], char *const[]);
+    int (*execvpe)(const char *, char *const[], char *const[]);
+    int (*execv)(const char *, char *const[]);
+    int (*execvp)(const char *, char *const[]);
+    int (*fexecve)(int, char *const[], char *const[]);
 };
 extern struct tdagent_real tdagent_real TDAGENT_HIDDEN;
 void tdagent_resolve_real(void) TDAGENT_HIDDEN;
