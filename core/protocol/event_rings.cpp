@@ -236,10 +236,8 @@ ring_event ring_region::entry_at(const std::byte* e) const
     ev.lock_kind = static_cast<std::uint32_t>(plain_word(e, l_.lock_kind));
     ev.call_site = target_addr{plain_word(e, l_.call_site)};
     ev.start_routine = target_addr{plain_word(e, l_.start_routine)};
-    if (l_.entry_name.size == 16 && e[l_.entry_name.offset] != std::byte{0}) {
-        const char* name = reinterpret_cast<const char*>(e + l_.entry_name.offset);
-        ev.name.assign(name, strnlen(name, 16));
-    }
+    if (l_.entry_name.size == ev.name.size())
+        std::memcpy(ev.name.data(), e + l_.entry_name.offset, ev.name.size());
     return ev;
 }
 

@@ -11,7 +11,9 @@
 // types is compiled in.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstring>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -107,8 +109,11 @@ struct ring_event {
     target_addr call_site;
     target_addr start_routine;   ///< TD_CREATE: the new thread's start routine
     /// The subject's comm as the agent wrote it (its birth, its end), when
-    /// it did: the thread may be gone before the drain; else empty.
-    std::string name;
+    /// it did: the thread may be gone before the drain; NUL-padded, all NUL
+    /// when none (a fixed array: drains copy and sort many events).
+    std::array<char, 16> name{};
+    /// name as text (empty when none).
+    std::string name_text() const { return std::string(name.data(), strnlen(name.data(), name.size())); }
     std::uint32_t ring = 0;      ///< which ring it came from (ring_count(): the shared ring)
 };
 

@@ -237,8 +237,8 @@ events::event_message event_stream::message_of(const ring_event& e, names_in_dra
     m.handle = e.subject;
     m.data = e.data;
     m.time = seconds_at_monotonic_ns(e.time_ns);
-    if (!e.name.empty()) {
-        m.name = e.name;  // the agent's, at a birth or an end
+    if (e.name[0] != 0) {
+        m.name = e.name_text();  // the agent's, at a birth or an end
     } else if (m.tid.value != 0) {
         // One read of /proc/PID/task/TID/comm per thread and drain.
         auto [it, added] = names.try_emplace(m.tid.value);
@@ -273,7 +273,6 @@ std::vector<events::event_message> event_stream::drain()
         // The cut is read before any ring: see ring_region::drain_all().
         auto out = drain_rings(monotonic_now_ns());
         adapt_interval(static_cast<double>(region_->fullest_in_last_drain()) / region_->ring_entries());
-        seize_if_asked();
         return out;
     }
     case mapped::not_yet: adapt_interval(0.0); return {};
@@ -290,7 +289,7 @@ std::vector<events::event_message> event_stream::drain()
 
 void event_stream::seize_if_asked()
 {
-    if (births_untraced_ && region_->take_seize_requests() > 0 && target_.is_alive()) {
+    if (births_untraced_ && region_ && region_->take_seize_requests() > 0 && target_.is_alive()) {
         log::debug("event rings: seizing the threads about to exec");
         held_target hold(target_.process(), "after seizing threads about to exec");
     }

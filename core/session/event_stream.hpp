@@ -114,6 +114,10 @@ public:
     std::vector<events::event_message> drain();
     /// Threads born while streaming are left untraced (see above).
     bool leaves_births_untraced() const { return births_untraced_; }
+    /// Seizes the threads born untraced that asked for it before an exec
+    /// (the agent's exec wrappers: the region's seize requests) with a hold,
+    /// which seizes every thread born untraced. The pump's, after its drain.
+    void seize_if_asked();
     /// Ends streaming: the threads born untraced seized and births traced
     /// again (a hold), the two writes put back, then what the rings still
     /// hold drained and returned.
@@ -159,9 +163,6 @@ private:
     /// Journals `value` at `address` with `natural` as its original (used
     /// the first time the address is seen), then writes it.
     bool write_journaled(target_addr address, std::span<const std::byte> natural, std::span<const std::byte> value);
-    /// Seizes the threads that asked for it before an exec (a hold seizes
-    /// every thread born untraced), once the agent's region says so.
-    void seize_if_asked();
     /// Sets the next drain_interval_ms() after a drain whose fullest ring
     /// was `fullest` full (0 to 1; 0 when no region is mapped yet).
     void adapt_interval(double fullest);

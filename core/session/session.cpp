@@ -369,6 +369,7 @@ std::vector<session_event> session::pump(int timeout_ms)
             break;
     }
     hand_out(stream_.drain(), out);
+    stream_.seize_if_asked();  // a thread born untraced about to exec
     return out;
 }
 
