@@ -14,7 +14,9 @@
  * The controller writes a
  * heartbeat at each drain; a thread that finds it older than a second (every
  * 256 puts, and at a full ring) turns streaming off, so a target whose
- * controller died stops writing to rings nobody reads. A full ring is never
+ * controller died stops writing to rings nobody reads (in a waiting stream a
+ * quarter second has it look at the process's tracer instead:
+ * check_heartbeat). A full ring is never
  * overwritten: the put fails, and the caller falls back to a stopping
  * report, or, when the controller asked for drops (__tdagent_streaming's
  * low bits 2), the ring's drop counter counts the event. When the
@@ -51,6 +53,9 @@
 #define RING_ENTRIES 1024u /* a power of two */
 #define HEARTBEAT_EVERY 256u /* puts between two looks at the heartbeat; a power of two */
 #define HEARTBEAT_STALE_NS 1000000000ull
+/* In a waiting stream a stale heartbeat costs only a look at the process's
+ * tracer (streaming stays on): it may come sooner. */
+#define HEARTBEAT_STALE_WAITING_NS 250000000ull
 #define SHARED_ENTRIES 16384u /* the shared ring's slots; a power of two */
 #define MAKER_NAP_NS 50000ull /* a wait for the region's maker, between two looks */
 #define WAIT_NAP_NS 1000000ull /* the longest a full ring's producer sleeps between two looks */
@@ -273,7 +278,8 @@ void tdagent_ring_release(struct tdagent_ring *r)
     __atomic_store_n(&r->owner, owner > 0 ? -owner : owner, __ATOMIC_RELEASE);
 }
 
-/* The controller's heartbeat is older than HEARTBEAT_STALE_NS at `now`: it
+/* The controller's heartbeat is older than HEARTBEAT_STALE_NS (in a waiting
+ * stream HEARTBEAT_STALE_WAITING_NS) at `now`: it
  * is gone or stuck, so streaming goes off by itself (its events then take
  * the usual way, a stop a stuck controller takes later); a controller that
  * is gone (no tracer) takes every reporting with it
@@ -289,9 +295,10 @@ static void check_heartbeat(uint64_t now)
     if (region == NULL)
         return;
     uint64_t beat = __atomic_load_n(&region->heartbeat_ns, __ATOMIC_ACQUIRE);
-    if (now <= beat || now - beat <= HEARTBEAT_STALE_NS)
+    const int waiting = (__atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED) & TDAGENT_STREAM_WAITS) != 0;
+    if (now <= beat || now - beat <= (waiting ? HEARTBEAT_STALE_WAITING_NS : HEARTBEAT_STALE_NS))
         return;
-    if (__atomic_load_n(&__tdagent_streaming, __ATOMIC_RELAXED) & TDAGENT_STREAM_WAITS)
+    if (waiting)
         tdagent_check_controller();
     else if (__atomic_exchange_n(&__tdagent_streaming, 0, __ATOMIC_RELAXED))
         tdagent_check_controller();
