@@ -56,6 +56,17 @@ void tdagent_signals_block(sigset_t *old)
     syscall(SYS_rt_sigprocmask, SIG_SETMASK, &mask, old, sizeof mask);
 }
 
+void tdagent_signals_block_for_good(void)
+{
+    uint64_t mask = tdagent_reporting_mask();
+    syscall(SYS_rt_sigprocmask, SIG_BLOCK, &mask, NULL, sizeof mask);
+}
+
+void tdagent_signals_restore_mask(uint64_t mask)
+{
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &mask, NULL, sizeof mask);
+}
+
 void tdagent_signals_restore(const sigset_t *old)
 {
     syscall(SYS_rt_sigprocmask, SIG_SETMASK, old, NULL, sizeof(uint64_t));

@@ -246,6 +246,11 @@ void tdagent_signals_block(sigset_t *old) TDAGENT_HIDDEN;
 void tdagent_signals_restore(const sigset_t *old) TDAGENT_HIDDEN;
 /* That mask as the kernel's 64-bit sigset. */
 uint64_t tdagent_reporting_mask(void) TDAGENT_HIDDEN;
+/* Blocks every signal but the synchronous ones for the rest of the calling
+ * thread's life (an ending thread: signals it would catch go elsewhere). */
+void tdagent_signals_block_for_good(void) TDAGENT_HIDDEN;
+/* Sets the calling thread's mask to `mask` (the kernel's 64-bit sigset). */
+void tdagent_signals_restore_mask(uint64_t mask) TDAGENT_HIDDEN;
 /* Sets the mask to *mask; the controller's queued stop signal is taken on
  * the way out (event_functions_x86_64.S). */
 void tdagent_stop_for_report(void (*function)(struct tdagent_thread *), struct tdagent_thread *subject,

@@ -65,6 +65,10 @@ struct tdagent_thread {
     struct tdagent_thread *creator;
     pid_t creator_tid;
     char exit_name[16];                /* its comm when its end began (streamed with its last reports) */
+    /* The signal mask the thread is to run with, when its creator had it
+     * start with signals blocked until it registers (start_masked). */
+    uint64_t start_sigmask;
+    unsigned char start_masked;
 } __attribute__((aligned(64)));
 
 #endif /* TDAGENT_RECORD_H */

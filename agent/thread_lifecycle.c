@@ -5,7 +5,9 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <sys/prctl.h>
@@ -171,6 +173,12 @@ static void thread_exit_hook(void *arg)
     if (rec->death_reported)
         return;
     rec->death_reported = 1;
+    /* From its death on, the thread catches no signal it would report: a
+     * process-directed one goes to a thread that still reports (the kernel
+     * picks one not blocking it), instead of running in a thread tdctl has
+     * seen end. glibc blocks them all anyway once the TSD destructors ran. */
+    if (tdagent_reporting(rec) && tdagent_event_wanted(rec, TD_CATCHSIG))
+        tdagent_signals_block_for_good();
     /* The record may go back to the pool below: the key's destructor must
      * not find it later (a no-op when called from that destructor). */
     if (has_exit_key && !rec->has_trampoline)
@@ -213,6 +221,14 @@ static void thread_exit_hook(void *arg)
         tdagent_reap(rec, rec);
 }
 
+/* Whether `attr` gives the new thread its own signal mask (glibc 2.32's
+ * pthread_attr_setsigmask_np): then it does not start with its creator's. */
+static int has_own_sigmask(const pthread_attr_t *attr)
+{
+    sigset_t mask;
+    return attr != NULL && pthread_attr_getsigmask_np(attr, &mask) != PTHREAD_ATTR_NO_SIGMASK_NP;
+}
+
 static void *thread_start(void *arg)
 {
     struct tdagent_thread *rec = arg;
@@ -229,6 +245,10 @@ static void *thread_start(void *arg)
         while (__atomic_load_n(&rec->phase, __ATOMIC_ACQUIRE) != phase_released)
             tdagent_futex_wait(&rec->phase, phase_registered);
     }
+    /* Its TD_CREATE is out: a signal it catches from here on is reported
+     * after it. */
+    if (rec->start_masked)
+        tdagent_signals_restore_mask(rec->start_sigmask);
 
     void *result = NULL;
     pthread_cleanup_push(thread_exit_hook, rec);
@@ -274,7 +294,20 @@ TDAGENT_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
         rec->hold = tdagent_event_wanted(self, TD_CREATE) || tdagent_event_wanted(self, TD_CONCURRENCY);
     }
 
+    /* A signal caught before the new thread registers could not be
+     * reported (it has no record yet): when caught signals are reported,
+     * the thread starts with them blocked (glibc gives a new thread its
+     * creator's mask) and takes the creator's mask once registered. */
+    rec->start_masked = 0;
+    sigset_t creator_mask;
+    if (tdagent_reporting(self) && tdagent_event_wanted(self, TD_CATCHSIG) && !has_own_sigmask(attr)) {
+        tdagent_signals_block(&creator_mask);
+        memcpy(&rec->start_sigmask, &creator_mask, sizeof rec->start_sigmask);
+        rec->start_masked = 1;
+    }
     int err = tdagent_real.pthread_create(thread, attr, thread_start, rec);
+    if (rec->start_masked)
+        tdagent_signals_restore(&creator_mask);
     if (err != 0) {
         rec->refs = 1;
         tdagent_registry_release(rec);

@@ -20,7 +20,7 @@ struct kind_shape {
     std::size_t fields;  ///< exact count; "thread"'s label takes the rest of the line
 };
 
-constexpr std::array<kind_shape, 11> kinds{{
+constexpr std::array<kind_shape, 12> kinds{{
     {"start", 1},
     {"thread", 3},
     {"exit", 1},
@@ -28,6 +28,7 @@ constexpr std::array<kind_shape, 11> kinds{{
     {"signal-got", 2},
     {"fork", 1},
     {"child-exit", 2},
+    {"caught-chld", 1},
     {"opened", 0},
     {"mutex", 1},
     {"done", 0},
