@@ -242,8 +242,12 @@ events::event_message event_stream::message_of(const ring_event& e, names_in_dra
     } else if (m.tid.value != 0) {
         // One read of /proc/PID/task/TID/comm per thread and drain.
         auto [it, added] = names.try_emplace(m.tid.value);
-        if (added)
+        if (added) {
             it->second = target_.thread_name(m.tid);
+            // Ended before this drain: the name its birth's entry carried.
+            if (auto born = born_.find(m.tid.value); it->second.empty() && born != born_.end())
+                it->second = born->second.name;
+        }
         m.name = it->second;
     }
     m.origin = "ring";

@@ -345,6 +345,12 @@ TEST_CASE("forked children that catch signals under the agent exit 0: launched a
                 return e.event == "TD_CATCHSIG" && e.data == SIGCHLD && e.raw.value("pid", 0) == pid;
             });
             CHECK(sigchld_reports == caught[0].number(0));
+            // Each report names its thread, one that ended before the drain too
+            // (by the name its birth's entry carried).
+            for (const auto& e : run.events) {
+                CAPTURE(e.raw.dump());
+                CHECK(!e.name.empty());
+            }
         }
     }
     SUBCASE("attached")
