@@ -66,13 +66,15 @@ std::optional<process_transition> process_in_transition(pid_t pid)
     return killed ? std::optional(process_transition::exiting) : std::nullopt;
 }
 
-std::optional<attach_refusal> precheck_attach(pid_t pid)
+std::optional<attach_refusal> precheck_attach(pid_t pid) { return precheck_attach(pid, procfs::read_status); }
+
+std::optional<attach_refusal> precheck_attach(pid_t pid, const status_reader& read_status)
 {
     if (pid <= 0)
         return refused(fmt::format("{} is not a valid process ID", pid));
     if (pid == ::getpid() || (g_controller_process != 0 && pid == g_controller_process))
         return refused(fmt::format("process {} is tdctl itself; a process cannot trace itself", pid));
-    auto status = procfs::read_status(pid);
+    auto status = read_status(pid);
     if (!status)
         return refused(fmt::format("no such process: {}", pid));
     if (status->tgid != 0 && status->tgid != pid)
@@ -80,10 +82,13 @@ std::optional<attach_refusal> precheck_attach(pid_t pid)
     if (auto stat = procfs::read_task_stat(pid, tid_t{pid}); stat && (stat->flags & procfs::pf_kthread) != 0)
         return refused(fmt::format("process {} ({}) is a kernel thread and cannot be traced", pid, status->name));
     // An exec from another thread passes through a dead leader with threads
-    // (it waits for the leader to be reaped): give it a moment to end.
-    for (int tries = 0; status->state == 'Z' && status->threads > 1 && tries < zombie_leader_tries; ++tries) {
+    // (it waits for the leader to be reaped), and a task being released
+    // reads "Threads: 0" (its signal handlers are gone; an exec's de_thread
+    // releases the old leader just after handing its PID on): give either a
+    // moment to end. A zombie process keeps its count of 1.
+    for (int tries = 0; status->state == 'Z' && status->threads != 1 && tries < zombie_leader_tries; ++tries) {
         ::usleep(zombie_leader_pause_us);
-        status = procfs::read_status(pid);
+        status = read_status(pid);
         if (!status)
             return refused(fmt::format("no such process: {}", pid));
     }

@@ -1,10 +1,13 @@
 // Why an attach cannot work, in one line a user can act on.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
 #include <sys/types.h>
+
+#include "ptrace/procfs.hpp"
 
 namespace tdctl::ptrace {
 
@@ -30,6 +33,11 @@ struct attach_refusal {
 /// with a dead leader. Returns the refusal, or std::nullopt when an attach
 /// may be tried.
 std::optional<attach_refusal> precheck_attach(pid_t pid);
+/// Where precheck_attach() reads /proc/PID/status from (tests give canned
+/// answers).
+using status_reader = std::function<std::optional<procfs::status_info>(pid_t)>;
+/// precheck_attach() reading the status through `read_status`.
+std::optional<attach_refusal> precheck_attach(pid_t pid, const status_reader& read_status);
 /// Which, when process `pid` is in one now: a task with SIGKILL pending
 /// (/proc/PID/task/TID/status SigPnd: exit_group and exec's de_thread add it
 /// to every other thread) or with PF_EXITING (stat flags); exec'ing when a
