@@ -222,6 +222,8 @@ tid_t event_stream::lwp_of(pid_t tid)
 {
     if (tid <= 0)
         return tid_t{};
+    if (!target_.ns_pid())
+        return tid_t{tid};  // one PID namespace: the TID is the LWP's, alive or ended
     if (auto lwp = target_.lwp_of_ns_tid(tid))
         return *lwp;
     return target_.ns_pid() ? tid_t{} : tid_t{tid};  // ended: its TID is the LWP's
@@ -306,9 +308,9 @@ void event_stream::adapt_interval(double fullest)
 
 int event_stream::next_drain_interval_ms(int interval_ms, double fullest)
 {
-    if (fullest > 0.25)
+    if (fullest >= 0.5)
         return std::max(interval_ms / 2, min_drain_interval_ms);
-    if (fullest < 1.0 / 16)
+    if (fullest < 0.25)
         return std::min(2 * interval_ms, max_drain_interval_ms);
     return interval_ms;
 }
@@ -321,9 +323,11 @@ std::vector<events::event_message> event_stream::drain_rings(std::uint64_t cut_n
     std::vector<events::event_message> out;
     out.reserve(drained.size());
     thread_agent* agent = target_.agent();
+    std::pair<tid_t, target_addr> last_subject;  // told the seam already (runs of one thread's events)
     for (const ring_event& e : drained) {
         events::event_message m = message_of(e, names);
-        if (agent != nullptr && m.tid.value != 0 && !m.handle.is_null())
+        if (agent != nullptr && m.tid.value != 0 && !m.handle.is_null() &&
+            std::exchange(last_subject, {m.tid, m.handle}) != std::pair{m.tid, m.handle})
             agent->seam().on_streamed_subject(m.tid, m.handle);
         if (e.event == TD_CREATE && m.tid.value != 0)
             born_[m.tid.value] = birth{e.time_ns, m.handle, m.name};

@@ -131,12 +131,14 @@ public:
     };
     std::vector<loss> losses() const;
     /// The longest a pump may wait before the next drain while streaming,
-    /// ms: halved after a drain that found a ring more than a quarter full
-    /// (down to min_drain_interval_ms), doubled after one that found every
-    /// ring less than a sixteenth full (up to max_drain_interval_ms: an idle
-    /// target costs tdctl a wake-up every 50 ms, and the agent's heartbeat
-    /// stays far younger than its second). A burst that fills a ring to half
-    /// between two drains wakes the wait at once (ring_waker).
+    /// ms: halved after a drain that found a ring half full or more (down to
+    /// min_drain_interval_ms), doubled after one that found every ring less
+    /// than a quarter full (up to max_drain_interval_ms: an idle target
+    /// costs tdctl a wake-up every 50 ms, and the agent's heartbeat stays far
+    /// younger than its second); so a steady stream is drained at a quarter
+    /// to a half of a ring, with as few wake-ups as that allows. A burst that
+    /// fills a ring to half between two drains wakes the wait at once
+    /// (ring_waker).
     int drain_interval_ms() const { return interval_ms_; }
     static constexpr int min_drain_interval_ms = 2;
     static constexpr int max_drain_interval_ms = 50;

@@ -23,7 +23,7 @@ void hand_out(std::vector<events::event_message> messages, std::vector<session_e
 {
     out.reserve(out.size() + messages.size());
     for (auto& msg : messages)
-        out.push_back(session_event{session_event::kind::message, std::move(msg), 0, {}});
+        out.emplace_back().message = std::move(msg);  // kind::message; one move, no temporary
 }
 
 }  // namespace

@@ -671,8 +671,7 @@ TEST_CASE("event rings: the put that fills a ring to half bumps the wake word, a
     region.drain_all();
 }
 
-TEST_CASE("drain interval: halved above a quarter full down to 2 ms, doubled below a sixteenth up to 50 ms, kept "
-          "between")
+TEST_CASE("drain interval: halved at half full down to 2 ms, doubled below a quarter up to 50 ms, kept between")
 {
     using core::event_stream;
     int ms = event_stream::min_drain_interval_ms;
@@ -680,13 +679,17 @@ TEST_CASE("drain interval: halved above a quarter full down to 2 ms, doubled bel
     for (int i = 0; i < 10; ++i)
         ms = event_stream::next_drain_interval_ms(ms, 0.0);
     CHECK(ms == event_stream::max_drain_interval_ms);
-    CHECK(event_stream::next_drain_interval_ms(ms, 0.1) == ms);
     CHECK(event_stream::next_drain_interval_ms(ms, 0.25) == ms);
+    CHECK(event_stream::next_drain_interval_ms(ms, 0.49) == ms);
     CHECK(event_stream::next_drain_interval_ms(ms, 0.5) == ms / 2);
     for (int i = 0; i < 10; ++i)
         ms = event_stream::next_drain_interval_ms(ms, 1.0);
     CHECK(ms == event_stream::min_drain_interval_ms);
     CHECK(event_stream::next_drain_interval_ms(8, 1.0 / 32) == 16);
+    // A steady 100,000 events a second into a 1,024-entry ring: 2 ms drains
+    // find a fifth of it, so the interval grows to 4 ms and stays.
+    CHECK(event_stream::next_drain_interval_ms(2, 0.2) == 4);
+    CHECK(event_stream::next_drain_interval_ms(4, 0.4) == 4);
 }
 
 namespace {
