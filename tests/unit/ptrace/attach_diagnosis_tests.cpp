@@ -7,30 +7,13 @@
 #include <doctest/doctest.h>
 
 #include "ptrace/attach_diagnosis.hpp"
+#include "tests/unit/ptrace/paused_child.hpp"
 
 using namespace tdctl;
 
 namespace {
 
-/// A child that waits in pause() until the test ends; killed and reaped on
-/// destruction.
-struct paused_child {
-    pid_t pid = ::fork();
-    paused_child()
-    {
-        if (pid == 0) {
-            ::pause();
-            ::_exit(0);
-        }
-    }
-    ~paused_child()
-    {
-        if (pid > 0) {
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, nullptr, 0);
-        }
-    }
-};
+using test::paused_child;
 
 procfs::status_info dead_leader(pid_t pid, int threads)
 {

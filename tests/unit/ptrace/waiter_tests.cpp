@@ -15,6 +15,7 @@
 
 #include "ptrace/ptrace_call.hpp"
 #include "ptrace/waiter.hpp"
+#include "tests/unit/ptrace/paused_child.hpp"
 
 using tdctl::ptrace::wait_end;
 using tdctl::ptrace::waiter;
@@ -34,24 +35,7 @@ std::optional<tdctl::ptrace::wait_status> peek_until_stopped(tdctl::tid_t tid)
 }
 
 
-// A child that lives until killed, killed and reaped at scope end.
-struct sleeping_child {
-    pid_t pid = ::fork();
-    sleeping_child()
-    {
-        if (pid == 0) {
-            ::pause();
-            ::_exit(0);
-        }
-    }
-    ~sleeping_child()
-    {
-        if (pid > 0) {
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, nullptr, __WALL);
-        }
-    }
-};
+using sleeping_child = tdctl::test::paused_child;
 
 double seconds_now()
 {
