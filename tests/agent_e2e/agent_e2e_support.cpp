@@ -290,15 +290,18 @@ std::string comparison::describe() const
 
 std::string describe_run(const tdctl_run& run, std::size_t max_lines)
 {
+    // The first and the last records: how it began, and how it ended (the
+    // exit, the last events before an error).
     std::string out = run.result.describe() + "\n--- JSON records ---\n";
-    std::size_t n = 0;
-    for (const auto& r : run.records) {
-        if (n++ == max_lines) {
-            out += fmt::format("... {} more\n", run.records.size() - max_lines);
-            break;
-        }
-        out += r.dump() + "\n";
-    }
+    const std::size_t total = run.records.size();
+    const std::size_t head = total <= max_lines ? total : max_lines / 2;
+    const std::size_t tail_from = total <= max_lines ? total : total - (max_lines - head);
+    for (std::size_t i = 0; i < head; ++i)
+        out += run.records[i].dump() + "\n";
+    if (tail_from > head)
+        out += fmt::format("... {} more ...\n", tail_from - head);
+    for (std::size_t i = std::max(head, tail_from); i < total; ++i)
+        out += run.records[i].dump() + "\n";
     return out;
 }
 

@@ -118,7 +118,7 @@ struct comparison {
 comparison compare(const std::vector<event_fact>& expected, const std::vector<event_fact>& observed);
 
 /// The run in a few lines, for assertion messages: command, status, stderr,
-/// and the records (at most max_lines).
+/// and the records (at most max_lines: the first and the last half of them).
 std::string describe_run(const tdctl_run& run, std::size_t max_lines = 80);
 
 /// "0x<hex>" of a value, lowercase, no leading zeros ("0x0" for 0).
